@@ -1,0 +1,3 @@
+/* config.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

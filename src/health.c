@@ -1,0 +1,3 @@
+/* health.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

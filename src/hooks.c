@@ -1,0 +1,3 @@
+/* hooks.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

@@ -1,0 +1,3 @@
+/* libc.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

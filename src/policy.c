@@ -1,0 +1,3 @@
+/* policy.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

@@ -1,0 +1,3 @@
+/* resolve.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

@@ -1,0 +1,421 @@
+/* rlb.h - internal interfaces of replicalb: one section per source file. */
+#ifndef RLB_H
+#define RLB_H
+
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define RLB_PRINTF(f, a) __attribute__((format(printf, f, a)))
+
+/* Limits that keep every structure bounded. */
+#define RLB_MAX_REPLICAS 4096	/* per cluster */
+#define RLB_MAX_PINNED 16	/* pinned addresses per replica */
+#define RLB_MAX_HOST 255	/* bytes of a host string */
+
+/* ------------------------------------------------------------------ */
+/* util.c */
+
+/*
+ * Environment variable as the library must read it: NULL in
+ * secure-execution mode (AT_SECURE), otherwise getenv(). Empty values
+ * count as unset.
+ */
+const char *rlb_env(const char *name);
+bool rlb_secure_mode(void);
+
+/* 64-bit FNV-1a over bytes; never returns 0 or 1 (reserved by health.c). */
+uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed);
+
+/*
+ * Per-thread xorshift random numbers, seeded from getrandom(), pid,
+ * thread and time; reseeded automatically in a forked child (see
+ * rlb_util_after_fork_child()).
+ */
+uint32_t rlb_random_u32(void);
+void rlb_util_after_fork_child(void);
+
+/* Wall clock in whole seconds (time(NULL)); monotonic milliseconds. */
+int64_t rlb_now(void);
+int64_t rlb_monotonic_ms(void);
+
+/* ASCII-only lowercase copy into dst (size dstlen, NUL-terminated). */
+void rlb_ascii_lower(char *dst, const char *src, size_t dstlen);
+
+/*
+ * Dynamic list of diagnostics ("file:line: message") filled by the config
+ * loader. rlb_diag_add() formats one message; rlb_diag_free() frees all.
+ */
+struct rlb_diag {
+	char **msgs;	/* n messages, each malloc'd */
+	size_t n;
+};
+void rlb_diag_add(struct rlb_diag *d, const char *fmt, ...) RLB_PRINTF(2, 3);
+void rlb_diag_free(struct rlb_diag *d);
+
+/* ------------------------------------------------------------------ */
+/* log.c */
+
+enum rlb_log_level {
+	RLB_LOG_NONE,
+	RLB_LOG_ERROR,
+	RLB_LOG_WARNING,
+	RLB_LOG_INFO,
+	RLB_LOG_DEBUG,
+};
+
+enum rlb_log_target {
+	RLB_LOG_STDERR,
+	RLB_LOG_SYSLOG,
+};
+
+/* Parse "none"... "debug"; returns 0 or -1 when unknown. */
+int rlb_log_level_parse(const char *s, enum rlb_log_level *out);
+const char *rlb_log_level_name(enum rlb_log_level level);
+void rlb_log_configure(enum rlb_log_level level, enum rlb_log_target target);
+bool rlb_log_enabled(enum rlb_log_level level);
+/*
+ * One message, prefixed "replicalb[PID]: ", one write(2) per message so
+ * lines of several threads never interleave. Keeps errno.
+ */
+void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
+
+/* ------------------------------------------------------------------ */
+/* policy.c */
+
+/* Same order as ClickHouse's LoadBalancing enum. */
+enum rlb_policy {
+	RLB_POLICY_RANDOM,
+	RLB_POLICY_NEAREST_HOSTNAME,
+	RLB_POLICY_LEVENSHTEIN,
+	RLB_POLICY_LCP,
+	RLB_POLICY_LCS,
+	RLB_POLICY_IN_ORDER,
+	RLB_POLICY_FIRST_OR_RANDOM,
+	RLB_POLICY_ROUND_ROBIN,
+	RLB_POLICY_COUNT,
+};
+
+/* ClickHouse name of a policy ("random", "nearest_hostname", ...). */
+const char *rlb_policy_name(enum rlb_policy p);
+/* Exact, case-sensitive name to policy: 0, or -1 when unknown. */
+int rlb_policy_parse(const char *name, enum rlb_policy *out);
+/* Closest valid policy name to a wrong one, or NULL if none is close. */
+const char *rlb_policy_suggest(const char *name);
+/* Whether the policy compares host names (needs the local hostname). */
+bool rlb_policy_uses_hostname(enum rlb_policy p);
+
+/* The four hostname functions of clickhouse-semantics.md section 10. */
+size_t rlb_prefix_distance(const char *a, const char *b);
+size_t rlb_levenshtein(const char *a, const char *b);	/* ASCII case-folded */
+size_t rlb_common_prefix(const char *a, const char *b);
+size_t rlb_common_suffix(const char *a, const char *b);
+
+struct rlb_cluster;
+/*
+ * Fill c->host_prio (malloc'd, nreplicas entries) with the policy priority
+ * of every replica for a hostname policy, against local hostname `local`
+ * (never NULL; may be ""). For other policies sets c->host_prio = NULL.
+ * Returns 0 or -ENOMEM.
+ */
+int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
+/*
+ * policy_priority(policy, i) of SPEC 3.1 for replica i of c; rr_last is
+ * L = counter mod N for round_robin (ignored otherwise).
+ */
+int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
+			    uint64_t rr_last);
+
+/* ------------------------------------------------------------------ */
+/* config.c */
+
+/* Settings that a cluster may override; the top level gives defaults. */
+struct rlb_settings {
+	enum rlb_policy load_balancing;
+	int64_t first_offset;		/* load_balancing_first_offset */
+	int64_t half_life;		/* distributed_replica_error_half_life, s */
+	int64_t error_cap;		/* distributed_replica_error_cap */
+	int64_t max_ignored_errors;	/* distributed_replica_max_ignored_errors */
+	int64_t dns_cache_ttl;		/* seconds */
+	int64_t connect_timeout_ms;
+};
+
+struct rlb_replica {
+	char *host;		/* host string as written, no port/brackets */
+	int port;		/* replica's, else cluster's port; 0: caller's */
+	int64_t priority;	/* config priority, default 1, lower preferred */
+	char **pinned;		/* npinned address literals; skip DNS if any */
+	size_t npinned;
+	uint64_t identity;	/* rlb_hash64 of lowercase host + port: the
+				 * key of its health state across reloads */
+	int line;		/* config line, for messages */
+};
+
+struct rlb_health;
+
+struct rlb_cluster {
+	char *name;		/* virtual name: lowercase, no trailing dot */
+	uint64_t name_hash;	/* rlb_hash64 of name */
+	struct rlb_settings s;	/* effective settings */
+	char *local_hostname;	/* cluster override or NULL */
+	int port;		/* cluster port or 0 */
+	size_t nreplicas;	/* 1 .. RLB_MAX_REPLICAS */
+	struct rlb_replica *replicas;
+	int64_t *host_prio;	/* precomputed hostname priorities or NULL */
+	struct rlb_health *health; /* shared state, once attached */
+	char *file;		/* file and line that defined the cluster */
+	int line;
+};
+
+/* What identifies a config file's version, for hot reload. */
+struct rlb_file_stamp {
+	char *path;
+	bool exists;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+
+struct rlb_config {
+	struct rlb_settings defaults;	/* top-level settings */
+	char *local_hostname;	/* NULL: this host's FQDN (SPEC 3.2) */
+	char *state_dir;	/* effective state_dir setting, or NULL */
+	enum rlb_log_level log_level;
+	enum rlb_log_target log_target;
+	size_t nclusters;
+	struct rlb_cluster *clusters;
+	size_t nstamps;		/* files read (main, app), for reload */
+	struct rlb_file_stamp stamps[2];
+	atomic_uint refs;	/* runtime.c reference count */
+};
+
+/* Where to look for config and how to override it (already filtered
+ * for secure mode by the caller; NULL means not given). */
+struct rlb_config_source {
+	const char *path;		/* main file; NULL: rlb_config_path() */
+	const char *app;		/* per-app name; NULL: no app file */
+	const char *env_policy;		/* REPLICALB_LOAD_BALANCING */
+	const char *env_hostname;	/* REPLICALB_HOSTNAME */
+	const char *env_state_dir;	/* REPLICALB_STATE_DIR */
+	const char *env_log_level;	/* REPLICALB_LOG_LEVEL */
+};
+
+/* Fill src from the environment (rlb_env) with lookup of SPEC 2. */
+void rlb_config_source_from_env(struct rlb_config_source *src);
+/* $REPLICALB_CONFIG, else SYSCONFDIR/replicalb/replicalb.conf. */
+const char *rlb_config_path(void);
+/* $REPLICALB_APP, else program_invocation_short_name. */
+const char *rlb_config_app_name(void);
+
+/*
+ * Load the main file, then apps.d/APP.conf beside it, then apply the
+ * environment overrides. Returns 0 and *out (refs = 1), -ENOENT when the
+ * main file does not exist (nothing in diag), or -EINVAL with every error
+ * in diag as "file:line: message". Does not resolve names, touch the
+ * network or attach health state.
+ */
+int rlb_config_load(const struct rlb_config_source *src,
+		    struct rlb_config **out, struct rlb_diag *diag);
+/* Parse config text; `name` is used in messages as the file name. */
+int rlb_config_parse_string(const char *text, const char *name,
+			    struct rlb_config **out, struct rlb_diag *diag);
+/* Free a config and everything it owns (detaches health state). */
+void rlb_config_free(struct rlb_config *cfg);
+/* The cluster whose virtual name matches (SPEC 2 rules), or NULL. */
+struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
+				    const char *name);
+/* Whether any stamped file changed since the config was loaded. */
+bool rlb_config_changed(const struct rlb_config *cfg);
+
+/* ------------------------------------------------------------------ */
+/* health.c */
+
+/*
+ * Shared health of one cluster: a memory-mapped state file (or a private
+ * anonymous mapping as fallback) holding the decay time T, the
+ * round-robin counter and one error counter per replica, keyed by replica
+ * identity. All updates are lock-free atomics.
+ */
+
+/*
+ * The state directory: REPLICALB_STATE_DIR / state_dir (cfg->state_dir),
+ * else $XDG_RUNTIME_DIR/replicalb, else /tmp/replicalb-UID. Writes into
+ * buf; returns buf.
+ */
+const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
+				 size_t len);
+/*
+ * Attach shared state to every cluster of cfg (sets c->health). With
+ * `prune`, state of replicas no longer in the cluster is dropped. Never
+ * fails: problems fall back to private state and log one warning.
+ */
+void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
+void rlb_health_detach(struct rlb_health *h);
+/* Path of the state file in use, or "(private)". */
+const char *rlb_health_path(const struct rlb_health *h);
+
+/* Decay at a selection (SPEC 5), mutating the shared counts and T. */
+void rlb_health_decay(struct rlb_cluster *c, int64_t now);
+/*
+ * Current stored count of replica i, without decay. With `decayed`, the
+ * value the next selection at `now` would see, without changing anything.
+ */
+uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i,
+			   int64_t now, bool decayed);
+/* T of the cluster (0 if unset). */
+int64_t rlb_health_decay_time(const struct rlb_cluster *c);
+/* Add n errors to replica i, capped at the cluster's error_cap. */
+void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n);
+/* Zero replica i's count, or every replica's when i == SIZE_MAX. */
+void rlb_health_reset(struct rlb_cluster *c, size_t i);
+/* Round-robin counter: fetch-and-increment, or just read. */
+uint64_t rlb_health_rr_next(struct rlb_cluster *c);
+uint64_t rlb_health_rr_peek(const struct rlb_cluster *c);
+/* Seconds until replica i's count reaches 0 (SPEC 6 status). */
+int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
+				    int64_t now);
+
+/* ------------------------------------------------------------------ */
+/* select.c */
+
+/* The ordering key of SPEC 3 for one replica. */
+struct rlb_select_key {
+	uint64_t errors;	/* max(0, errors - max_ignored) */
+	int64_t priority;	/* config priority */
+	int64_t policy_prio;	/* policy_priority(policy, i) */
+	uint32_t random;	/* fresh random number */
+	uint32_t index;		/* replica index */
+};
+
+/* Sort keys ascending in place (pure; no randomness of its own). */
+void rlb_select_sort(struct rlb_select_key *keys, size_t n);
+
+/* Per-replica detail of one selection, for replicalbctl -v and logs. */
+struct rlb_selection {
+	size_t n;
+	uint32_t *order;	/* n replica indexes, best first */
+	uint64_t *errors;	/* n decayed counts, by replica index */
+	int64_t *policy_prio;	/* n policy priorities, by replica index */
+};
+
+/* One malloc holding a selection for n replicas; free() it. NULL: ENOMEM. */
+struct rlb_selection *rlb_selection_new(size_t n);
+
+/*
+ * One selection (SPEC 3) on cluster c at time now: applies decay and
+ * advances the round-robin counter, unless `peek`, in which case nothing
+ * shared changes. Fills sel (from rlb_selection_new(c->nreplicas)).
+ * Needs c->health attached.
+ */
+void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
+		struct rlb_selection *sel);
+
+/* ------------------------------------------------------------------ */
+/* libc.c */
+
+/*
+ * The libc seam: real functions bound with dlsym(RTLD_NEXT) once, under
+ * pthread_once. Tests may overwrite entries after rlb_libc() to inject
+ * failures.
+ */
+struct rlb_libc {
+	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
+			   struct addrinfo **);
+	void (*freeaddrinfo)(struct addrinfo *);
+	struct hostent *(*gethostbyname)(const char *);
+	struct hostent *(*gethostbyname2)(const char *, int);
+	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t,
+			       struct hostent **, int *);
+	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *,
+				size_t, struct hostent **, int *);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*close)(int);
+};
+
+/* The table, bound on first use; never NULL entries on glibc. */
+struct rlb_libc *rlb_libc(void);
+
+/* ------------------------------------------------------------------ */
+/* runtime.c */
+
+/*
+ * Process-wide state of the preload library: the current config
+ * snapshot, hot reload, fork handling, the local hostname.
+ */
+
+/*
+ * The config in force with a reference held, or NULL when disabled or
+ * unconfigured. Checks for a changed file at most about once a second.
+ * Release with rlb_runtime_release().
+ */
+struct rlb_config *rlb_runtime_acquire(void);
+void rlb_runtime_release(struct rlb_config *cfg);
+/*
+ * Local hostname for hostname policies (SPEC 3.2): cfg->local_hostname if
+ * set, else the canonical name of gethostname() via the real getaddrinfo
+ * with AI_CANONNAME, else gethostname(); the latter computed once per
+ * process. Never NULL.
+ */
+const char *rlb_runtime_local_hostname(const struct rlb_config *cfg);
+/*
+ * Make a freshly loaded config usable for selection: precompute hostname
+ * priorities of every cluster (cluster local_hostname, else
+ * rlb_runtime_local_hostname()) and attach shared health state (pruning
+ * removed replicas when `prune`). Used by the library and replicalbctl.
+ * Returns 0 or -ENOMEM.
+ */
+int rlb_runtime_prepare(struct rlb_config *cfg, bool prune);
+/* Whether the library is doing anything at all (cheap). */
+bool rlb_runtime_active(void);
+
+/* ------------------------------------------------------------------ */
+/* resolve.c */
+
+/*
+ * getaddrinfo() of virtual name of cluster c (SPEC 4): a list in
+ * selection order, allocated in glibc's layout so that libc's
+ * freeaddrinfo() frees it. Returns 0 or an EAI_* code.
+ */
+int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
+			    const struct addrinfo *hints,
+			    struct addrinfo **res);
+/*
+ * gethostbyname2_r() of a virtual name: fills ret using only buf.
+ * Returns 0, ERANGE (buffer too small) or another errno value, and sets
+ * *result and *h_errnop as glibc does.
+ */
+int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name,
+			      int af, struct hostent *ret, char *buf,
+			      size_t buflen, struct hostent **result,
+			      int *h_errnop);
+/* Drop the per-process DNS cache (after fork, in tests). */
+void rlb_resolve_cache_flush(void);
+
+/* ------------------------------------------------------------------ */
+/* track.c */
+
+/*
+ * Remember that address sa was handed out for replica i of cluster c, so
+ * that a failed connect to it counts against that replica.
+ */
+void rlb_track_handout(const struct rlb_cluster *c, size_t i,
+		       const struct sockaddr *sa, socklen_t len);
+/* Hook bodies: same contract as the libc functions. */
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int rlb_track_getsockopt(int fd, int level, int name, void *val,
+			 socklen_t *len);
+int rlb_track_close(int fd);
+/* Whether connect/close must look at anything at all (cheap). */
+bool rlb_track_active(void);
+/* Errno values that count as a replica error (SPEC 5). */
+bool rlb_track_counts(int err);
+
+#endif /* RLB_H */

@@ -1,0 +1,3 @@
+/* runtime.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

@@ -1,0 +1,3 @@
+/* select.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

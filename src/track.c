@@ -1,0 +1,3 @@
+/* track.c - (in progress) */
+#include "config.h"
+#include "rlb.h"

@@ -1,0 +1,154 @@
+/* util.c - small helpers shared by every module: environment, hashing,
+ * random numbers, clocks, diagnostics. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "rlb.h"
+
+bool rlb_secure_mode(void)
+{
+	return getauxval(AT_SECURE) != 0;
+}
+
+const char *rlb_env(const char *name)
+{
+	const char *v = secure_getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed)
+{
+	const unsigned char *p = data;
+	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	/* 0 and 1 mark empty and dropped slots in health files. */
+	return h < 2 ? h + 2 : h;
+}
+
+/*
+ * Forks bump the generation so that each thread of the child reseeds on
+ * its next draw: otherwise pre-fork workers would share one sequence.
+ */
+static atomic_uint fork_generation;
+static __thread uint64_t rng_state;
+static __thread unsigned rng_generation;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void rng_seed(unsigned generation)
+{
+	uint64_t seed = 0;
+	struct timespec ts;
+	int saved = errno;
+
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+		seed = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	seed ^= (uint64_t)ts.tv_nsec << 20 ^ (uint64_t)ts.tv_sec;
+	seed ^= (uint64_t)getpid() << 32;
+	seed ^= (uint64_t)(uintptr_t)&rng_state;
+	rng_state = splitmix64(&seed);
+	if (rng_state == 0)
+		rng_state = 0x2545f4914f6cdd1dULL;
+	rng_generation = generation;
+	errno = saved;
+}
+
+uint32_t rlb_random_u32(void)
+{
+	unsigned gen = atomic_load_explicit(&fork_generation,
+					    memory_order_relaxed) + 1;
+
+	if (rng_generation != gen)
+		rng_seed(gen);
+	/* xorshift64* */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dULL) >> 32);
+}
+
+void rlb_util_after_fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+}
+
+int64_t rlb_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec;
+}
+
+int64_t rlb_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rlb_ascii_lower(char *dst, const char *src, size_t dstlen)
+{
+	size_t i;
+
+	if (dstlen == 0)
+		return;
+	for (i = 0; i + 1 < dstlen && src[i]; i++) {
+		char ch = src[i];
+
+		dst[i] = ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch;
+	}
+	dst[i] = '\0';
+}
+
+void rlb_diag_add(struct rlb_diag *d, const char *fmt, ...)
+{
+	char **grown;
+	char *msg;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return;
+	grown = realloc(d->msgs, (d->n + 1) * sizeof(*grown));
+	if (!grown) {
+		free(msg);
+		return;
+	}
+	d->msgs = grown;
+	d->msgs[d->n++] = msg;
+}
+
+void rlb_diag_free(struct rlb_diag *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->msgs[i]);
+	free(d->msgs);
+	d->msgs = NULL;
+	d->n = 0;
+}
