@@ -1,3 +1,900 @@
-/* health.c - (in progress) */
+/* health.c - shared health state of SPEC 5: per-cluster memory-mapped files
+ * holding error counts, decay time and round-robin counter, updated with
+ * lock-free atomics. */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "rlb.h"
+
+#define HEALTH_MAGIC "RLBSTATE"
+#define HEALTH_VERSION 1
+#define HEALTH_NSLOTS (2 * RLB_MAX_REPLICAS)
+#define HEALTH_KEY_EMPTY 0	/* never claimed since the last rebuild */
+#define HEALTH_KEY_DROPPED 1	/* pruned: skipped by probes, never reused */
+#define HEALTH_NO_SLOT UINT32_MAX
+#define HEALTH_LOCK_WAIT_MS 2000 /* longest wait for another process' flock */
+#define HEALTH_STEM_MAX 200	/* longer cluster names are cut and hashed */
+#define HEALTH_CHECK_SEED 0x524c4253u
+
+/*
+ * Counters live in memory shared between processes, so their atomics must
+ * be real instructions, not libatomic's process-local locks.
+ */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2,
+	       "64-bit atomics must be lock-free");
+
+/* First 64 bytes of a state file; native byte order. */
+struct health_header {
+	char magic[8];			/* HEALTH_MAGIC, not NUL-terminated */
+	uint32_t version;		/* HEALTH_VERSION */
+	uint32_t nslots;		/* HEALTH_NSLOTS */
+	_Atomic int64_t decay_time;	/* T of SPEC 5, 0 while unset */
+	_Atomic uint64_t rr_counter;	/* round-robin selections so far */
+	uint64_t check;			/* header_check() of the fields above */
+	char pad[24];
+};
+
+/* One replica's error count, keyed by its identity. */
+struct health_slot {
+	_Atomic uint64_t key;		/* identity, or HEALTH_KEY_* */
+	_Atomic uint64_t errors;
+};
+
+/* The whole file: header, then an open-addressing table of slots. */
+struct health_map {
+	struct health_header hdr;
+	struct health_slot slots[HEALTH_NSLOTS];
+};
+
+_Static_assert(sizeof(struct health_header) == 64, "header is 64 bytes");
+_Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 16,
+	       "state file layout v1");
+
+struct rlb_health {
+	struct health_map *map;		/* the shared mapping */
+	bool heap;			/* map came from calloc: mmap failed */
+	char *path;			/* state file, NULL when private */
+	dev_t dev;			/* the mapped file, to recognise it */
+	ino_t ino;
+	size_t nreplicas;		/* entries of slot[] */
+	_Atomic uint32_t slot[];	/* per replica: index of its slot */
+};
+
+/* ------------------------------------------------------------------ */
+/* Decay arithmetic (clickhouse-semantics.md 5.3) */
+
+/* Shift k that a selection at `now` applies when T is t; 64 means zero. */
+static unsigned decay_shift(const struct rlb_cluster *c, int64_t t,
+			    int64_t now)
+{
+	int64_t hl = c->s.half_life;
+	uint64_t delta, k;
+
+	if (t == 0 || now < t)
+		return 0;
+	if (hl <= 0)
+		return 64;
+	/* Unsigned: T read from a file may be anything. */
+	delta = (uint64_t)now - (uint64_t)t;
+	k = delta / (uint64_t)hl;
+	return k >= 64 ? 64 : (unsigned)k;
+}
+
+static uint64_t shift_errors(uint64_t e, unsigned k)
+{
+	return k >= 64 ? 0 : e >> k;
+}
+
+/* ------------------------------------------------------------------ */
+/* The slot table */
+
+static uint64_t header_check(const struct health_header *hdr)
+{
+	unsigned char buf[16];
+
+	memcpy(buf, hdr->magic, 8);
+	memcpy(buf + 8, &hdr->version, 4);
+	memcpy(buf + 12, &hdr->nslots, 4);
+	return rlb_hash64(buf, sizeof(buf), HEALTH_CHECK_SEED);
+}
+
+static void header_init(struct health_map *m)
+{
+	struct health_header *hdr = &m->hdr;
+
+	memcpy(hdr->magic, HEALTH_MAGIC, sizeof(hdr->magic));
+	hdr->version = HEALTH_VERSION;
+	hdr->nslots = HEALTH_NSLOTS;
+	atomic_store(&hdr->decay_time, 0);
+	atomic_store(&hdr->rr_counter, 0);
+	hdr->check = header_check(hdr);
+}
+
+/*
+ * 0 if the header is valid, 1 if it is all zero (a creator died before
+ * writing it), -1 with the reason in why otherwise.
+ */
+static int header_validate(const struct health_map *m, char *why,
+			   size_t whylen)
+{
+	static const char zero[sizeof(struct health_header)];
+	const struct health_header *hdr = &m->hdr;
+
+	if (memcmp(hdr, zero, sizeof(zero)) == 0)
+		return 1;
+	if (memcmp(hdr->magic, HEALTH_MAGIC, sizeof(hdr->magic)) != 0)
+		snprintf(why, whylen, "bad magic");
+	else if (hdr->version != HEALTH_VERSION)
+		snprintf(why, whylen, "version %u, expected %u", hdr->version,
+			 HEALTH_VERSION);
+	else if (hdr->nslots != HEALTH_NSLOTS)
+		snprintf(why, whylen, "%u slots, expected %u", hdr->nslots,
+			 HEALTH_NSLOTS);
+	else if (hdr->check != header_check(hdr))
+		snprintf(why, whylen, "bad header checksum");
+	else
+		return 0;
+	return -1;
+}
+
+/*
+ * Slot of id: the one holding it, else the first empty one on its probe
+ * path, claimed. `locked`: the caller holds the file lock, so nobody else
+ * claims and the count can be cleared before the key is published.
+ * Returns the index, or -1 when the table has no room.
+ */
+static long table_claim(struct health_slot *slots, uint64_t id, bool locked)
+{
+	size_t home = id % HEALTH_NSLOTS;
+
+	for (size_t n = 0; n < HEALTH_NSLOTS; n++) {
+		size_t idx = (home + n) % HEALTH_NSLOTS;
+		struct health_slot *s = &slots[idx];
+		uint64_t key = atomic_load(&s->key);
+
+		if (key == HEALTH_KEY_EMPTY) {
+			if (locked)
+				atomic_store(&s->errors, 0);
+			if (atomic_compare_exchange_strong(&s->key, &key, id))
+				return (long)idx;
+		}
+		if (key == id)
+			return (long)idx;
+	}
+	return -1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorted identities of c's replicas (malloc'd), or NULL on ENOMEM. */
+static uint64_t *sorted_identities(const struct rlb_cluster *c)
+{
+	uint64_t *ids = malloc((c->nreplicas ? c->nreplicas : 1) *
+			       sizeof(*ids));
+
+	if (!ids)
+		return NULL;
+	for (size_t i = 0; i < c->nreplicas; i++)
+		ids[i] = c->replicas[i].identity;
+	qsort(ids, c->nreplicas, sizeof(*ids), cmp_u64);
+	return ids;
+}
+
+static bool has_identity(const uint64_t *ids, size_t n, uint64_t key)
+{
+	return bsearch(&key, ids, n, sizeof(*ids), cmp_u64) != NULL;
+}
+
+/* Under the file lock: drop every entry whose key is not in ids. */
+static void table_prune(struct health_slot *slots, const uint64_t *ids,
+			size_t nids)
+{
+	for (size_t i = 0; i < HEALTH_NSLOTS; i++) {
+		uint64_t key = atomic_load(&slots[i].key);
+
+		if (key <= HEALTH_KEY_DROPPED || has_identity(ids, nids, key))
+			continue;
+		atomic_store(&slots[i].key, HEALTH_KEY_DROPPED);
+		atomic_store(&slots[i].errors, 0);
+	}
+}
+
+/*
+ * Under the file lock: rebuild the table in place without tombstones,
+ * keeping every live entry, or with ids only those in ids. Other
+ * processes notice moved entries through the key check of slot_of().
+ * Returns 0 or -ENOMEM.
+ */
+static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
+			 size_t nids)
+{
+	struct {
+		uint64_t key;
+		uint64_t errors;
+	} *live;
+	size_t n = 0;
+
+	live = malloc(HEALTH_NSLOTS * sizeof(*live));
+	if (!live)
+		return -ENOMEM;
+	for (size_t i = 0; i < HEALTH_NSLOTS; i++) {
+		uint64_t key = atomic_load(&slots[i].key);
+
+		if (key <= HEALTH_KEY_DROPPED ||
+		    (ids && !has_identity(ids, nids, key)))
+			continue;
+		live[n].key = key;
+		live[n].errors = atomic_load(&slots[i].errors);
+		n++;
+	}
+	for (size_t i = 0; i < HEALTH_NSLOTS; i++) {
+		atomic_store(&slots[i].key, HEALTH_KEY_EMPTY);
+		atomic_store(&slots[i].errors, 0);
+	}
+	for (size_t j = 0; j < n; j++) {
+		long idx = table_claim(slots, live[j].key, true);
+
+		/* A duplicate (from an unlocked claim) keeps the larger. */
+		if (idx >= 0 && atomic_load(&slots[idx].errors) < live[j].errors)
+			atomic_store(&slots[idx].errors, live[j].errors);
+	}
+	free(live);
+	return 0;
+}
+
+/* Claim slots of replicas [first, first + n) of c; -ENOSPC if full. */
+static int claim_replicas(struct rlb_health *h, const struct rlb_cluster *c,
+			  size_t first, size_t n, bool locked)
+{
+	for (size_t i = first; i < first + n; i++) {
+		long idx = table_claim(h->map->slots, c->replicas[i].identity,
+				       locked);
+
+		if (idx < 0)
+			return -ENOSPC;
+		atomic_store(&h->slot[i], (uint32_t)idx);
+	}
+	return 0;
+}
+
+/*
+ * Under the file lock: claim as claim_replicas(), making room when the
+ * table is full, first by dropping tombstones, then by dropping every
+ * entry that is not a replica of c.
+ */
+static int claim_locked(struct rlb_health *h, const struct rlb_cluster *c,
+			size_t first, size_t n)
+{
+	uint64_t *ids;
+	int rc;
+
+	if (claim_replicas(h, c, first, n, true) == 0)
+		return 0;
+	if (table_rebuild(h->map->slots, NULL, 0) == 0 &&
+	    claim_replicas(h, c, first, n, true) == 0)
+		return 0;
+	ids = sorted_identities(c);
+	if (!ids)
+		return -ENOMEM;
+	rc = table_rebuild(h->map->slots, ids, c->nreplicas);
+	if (rc == 0)
+		rc = claim_replicas(h, c, first, n, true);
+	free(ids);
+	if (rc == 0)
+		rlb_log(RLB_LOG_INFO, "state file %s was full: dropped state "
+			"of replicas not in cluster %s", h->path, c->name);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Files */
+
+/* flock(LOCK_EX), waiting at most HEALTH_LOCK_WAIT_MS; 0 or -1/errno. */
+static int lock_file(int fd)
+{
+	const struct timespec ms = { 0, 1000000 };
+
+	for (int waited = 0;; waited++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK || waited >= HEALTH_LOCK_WAIT_MS)
+			return -1;
+		nanosleep(&ms, NULL);
+	}
+}
+
+/* Why st (of a state file or directory) must not be used, or NULL. */
+static const char *owner_problem(const struct stat *st, char *why,
+				 size_t whylen)
+{
+	if (st->st_uid != geteuid()) {
+		snprintf(why, whylen, "owned by uid %lu, not %lu",
+			 (unsigned long)st->st_uid, (unsigned long)geteuid());
+		return why;
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, whylen, "mode %04o is writable by others",
+			 (unsigned)(st->st_mode & 07777));
+		return why;
+	}
+	return NULL;
+}
+
+/* mkdir 0700; 1 if created, 0 if it existed, -1/errno otherwise. */
+static int make_dir(const char *path)
+{
+	if (mkdir(path, 0700) == 0) {
+		/* The umask may have taken bits we need. */
+		chmod(path, 0700);
+		return 1;
+	}
+	return errno == EEXIST ? 0 : -1;
+}
+
+/* mkdir -p with mode 0700; returns as make_dir() for the last one. */
+static int make_dirs(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/' || p[-1] == '/')
+			continue;
+		*p = '\0';
+		/* Failures show up when the last one is made. */
+		make_dir(path);
+		*p = '/';
+	}
+	return make_dir(path);
+}
+
+static bool state_dir_path(const struct rlb_config *cfg, char *buf,
+			   size_t len)
+{
+	const char *xdg = rlb_env("XDG_RUNTIME_DIR");
+	int n;
+
+	if (cfg && cfg->state_dir && cfg->state_dir[0])
+		n = snprintf(buf, len, "%s", cfg->state_dir);
+	else if (xdg && xdg[0] == '/') /* XDG: relative paths are invalid */
+		n = snprintf(buf, len, "%s/replicalb", xdg);
+	else
+		n = snprintf(buf, len, "/tmp/replicalb-%lu",
+			     (unsigned long)geteuid());
+	return n >= 0 && (size_t)n < len;
+}
+
+const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
+				 size_t len)
+{
+	state_dir_path(cfg, buf, len);
+	return buf;
+}
+
+/*
+ * Open the state directory dir (created if missing) as a directory fd
+ * that passed the ownership checks, or -1 with the reason in why.
+ */
+static int state_dir_open(const char *dir, char *why, size_t whylen)
+{
+	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int created = 0;
+	struct stat st;
+	int fd;
+
+	fd = open(dir, flags);
+	if (fd < 0 && errno == ENOENT) {
+		created = make_dirs(dir);
+		fd = open(dir, flags);
+	}
+	if (fd < 0) {
+		if (errno == ELOOP || errno == ENOTDIR)
+			snprintf(why, whylen, "not a directory or a symlink");
+		else
+			snprintf(why, whylen, "%s", strerror(errno));
+		return -1;
+	}
+	if (created == 1)
+		fchmod(fd, 0700);
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		goto out_close;
+	}
+	if (owner_problem(&st, why, whylen))
+		goto out_close;
+	return fd;
+
+out_close:
+	close(fd);
+	return -1;
+}
+
+/*
+ * File name of cluster `name`: NAME.state with bytes outside [a-z0-9._-]
+ * replaced by '_'; overlong names are cut and made unique by a hash, so
+ * that "NAME.state.corrupt-..." still fits NAME_MAX.
+ */
+static void state_file_name(const char *name, char *out, size_t outlen)
+{
+	size_t len = strlen(name);
+	size_t keep = len > HEALTH_STEM_MAX ? HEALTH_STEM_MAX - 17 : len;
+	size_t i;
+
+	for (i = 0; i < keep && i + 1 < outlen; i++) {
+		char ch = name[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+			  ch == '.' || ch == '_' || ch == '-';
+
+		out[i] = ok ? ch : '_';
+	}
+	if (keep < len)
+		snprintf(out + i, outlen - i, "-%016llx.state",
+			 (unsigned long long)rlb_hash64(name, len, 0));
+	else
+		snprintf(out + i, outlen - i, ".state");
+}
+
+/*
+ * Open (creating it 0600 if needed) and flock the state file fname in
+ * dirfd. Fills *st for the locked file, which is still the one at fname.
+ * Returns the fd or -1 with the reason in why.
+ */
+static int state_file_open(int dirfd, const char *fname, struct stat *st,
+			   char *why, size_t whylen)
+{
+	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int fd;
+
+	for (int tries = 0; tries < 8; tries++) {
+		struct stat cur;
+		bool created = true;
+
+		fd = openat(dirfd, fname, flags | O_CREAT | O_EXCL, 0600);
+		if (fd < 0 && errno == EEXIST) {
+			created = false;
+			fd = openat(dirfd, fname, flags);
+			if (fd < 0 && errno == ENOENT)
+				continue; /* set aside meanwhile */
+		}
+		if (fd < 0) {
+			snprintf(why, whylen, "%s", errno == ELOOP ?
+				 "it is a symlink" : strerror(errno));
+			return -1;
+		}
+		if (created)
+			fchmod(fd, 0600);
+		if (fstat(fd, st) != 0) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			goto out_close;
+		}
+		if (!S_ISREG(st->st_mode)) {
+			snprintf(why, whylen, "not a regular file");
+			goto out_close;
+		}
+		if (owner_problem(st, why, whylen))
+			goto out_close;
+		if (lock_file(fd) != 0) {
+			snprintf(why, whylen, "cannot lock it: %s",
+				 errno == EWOULDBLOCK ? "held too long" :
+							strerror(errno));
+			goto out_close;
+		}
+		/* Whoever locked it before us may have set it aside. */
+		if (fstat(fd, st) == 0 &&
+		    fstatat(dirfd, fname, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    cur.st_dev == st->st_dev && cur.st_ino == st->st_ino)
+			return fd;
+		close(fd);
+	}
+	snprintf(why, whylen, "it keeps being replaced");
+	return -1;
+
+out_close:
+	close(fd);
+	return -1;
+}
+
+static struct rlb_health *health_new(size_t nreplicas)
+{
+	struct rlb_health *h;
+
+	h = calloc(1, sizeof(*h) + nreplicas * sizeof(h->slot[0]));
+	if (!h)
+		return NULL;
+	h->nreplicas = nreplicas;
+	for (size_t i = 0; i < nreplicas; i++)
+		atomic_init(&h->slot[i], HEALTH_NO_SLOT);
+	return h;
+}
+
+/*
+ * Attach c to its state file in dirfd (path dir): validate or create it,
+ * claim the replicas' slots and prune, all under the file lock. Returns
+ * NULL after logging a warning if the file cannot be used.
+ */
+static struct rlb_health *attach_file(int dirfd, const char *dir,
+				      const struct rlb_cluster *c, bool prune)
+{
+	const size_t size = sizeof(struct health_map);
+	char fname[NAME_MAX + 1], path[PATH_MAX], why[160];
+	struct health_map *map = MAP_FAILED;
+	struct rlb_health *h = NULL;
+	uint64_t *ids;
+	struct stat st;
+	int fd = -1;
+
+	state_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, fname) >=
+	    sizeof(path)) {
+		snprintf(why, sizeof(why), "path too long");
+		goto out_warn;
+	}
+	for (int tries = 0; map == MAP_FAILED; tries++) {
+		char aside[NAME_MAX + 64];
+		int valid = 1;
+
+		if (tries == 4) {
+			snprintf(why, sizeof(why), "it keeps being corrupted");
+			goto out_warn;
+		}
+		fd = state_file_open(dirfd, fname, &st, why, sizeof(why));
+		if (fd < 0)
+			goto out_warn;
+		if (st.st_size != 0 && st.st_size != (off_t)size) {
+			snprintf(why, sizeof(why), "size %lld, expected %zu",
+				 (long long)st.st_size, size);
+			valid = -1;
+		} else {
+			/* Allocate now: a full tmpfs would SIGBUS a write. */
+			if (fallocate(fd, 0, 0, (off_t)size) != 0 &&
+			    (errno != EOPNOTSUPP ||
+			     ftruncate(fd, (off_t)size) != 0)) {
+				snprintf(why, sizeof(why), "cannot size it: %s",
+					 strerror(errno));
+				goto out_close;
+			}
+			map = mmap(NULL, size, PROT_READ | PROT_WRITE,
+				   MAP_SHARED, fd, 0);
+			if (map == MAP_FAILED) {
+				snprintf(why, sizeof(why), "mmap: %s",
+					 strerror(errno));
+				goto out_close;
+			}
+			valid = header_validate(map, why, sizeof(why));
+			if (valid == 1)
+				header_init(map);
+		}
+		if (valid >= 0)
+			break;
+		if (map != MAP_FAILED)
+			munmap(map, size);
+		map = MAP_FAILED;
+		snprintf(aside, sizeof(aside), "%s.corrupt-%lld-%ld", fname,
+			 (long long)rlb_now(), (long)getpid());
+		if (renameat(dirfd, fname, dirfd, aside) != 0) {
+			rlb_log(RLB_LOG_WARNING, "state file %s is corrupt "
+				"(%s) and cannot be set aside: %s", path, why,
+				strerror(errno));
+			snprintf(why, sizeof(why), "corrupt");
+			goto out_close;
+		}
+		rlb_log(RLB_LOG_WARNING, "state file %s is corrupt (%s): "
+			"set aside as %s/%s and recreated", path, why, dir,
+			aside);
+		close(fd);
+		fd = -1;
+	}
+
+	h = health_new(c->nreplicas);
+	if (!h || !(h->path = strdup(path))) {
+		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
+		goto out_unmap;
+	}
+	h->map = map;
+	h->dev = st.st_dev;
+	h->ino = st.st_ino;
+	if (claim_locked(h, c, 0, c->nreplicas) != 0) {
+		snprintf(why, sizeof(why), "no room for the replicas");
+		goto out_unmap;
+	}
+	if (prune) {
+		ids = sorted_identities(c);
+		if (ids)
+			table_prune(map->slots, ids, c->nreplicas);
+		free(ids);
+	}
+	close(fd);
+	return h;
+
+out_unmap:
+	if (h)
+		free(h->path);
+	free(h);
+	munmap(map, size);
+out_close:
+	close(fd);
+out_warn:
+	rlb_log(RLB_LOG_WARNING, "state file %s not used (%s): health of "
+		"cluster %s is private to this process", path, why,
+		c->name ? c->name : "");
+	return NULL;
+}
+
+/*
+ * Private state of c: an anonymous shared mapping (shared with forked
+ * children), else heap memory. NULL only when even that fails.
+ */
+static struct rlb_health *attach_private(const struct rlb_cluster *c)
+{
+	struct rlb_health *h = health_new(c->nreplicas);
+
+	if (!h)
+		return NULL;
+	h->map = mmap(NULL, sizeof(*h->map), PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (h->map == MAP_FAILED) {
+		h->map = calloc(1, sizeof(*h->map));
+		h->heap = true;
+	}
+	if (!h->map) {
+		free(h);
+		return NULL;
+	}
+	header_init(h->map);
+	/* Cannot fail: nreplicas <= RLB_MAX_REPLICAS < HEALTH_NSLOTS. */
+	claim_replicas(h, c, 0, c->nreplicas, false);
+	return h;
+}
+
+void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
+{
+	char dir[PATH_MAX], why[160];
+	int saved = errno;
+	int dirfd = -1;
+
+	if (!cfg)
+		return;
+	if (!state_dir_path(cfg, dir, sizeof(dir)))
+		snprintf(why, sizeof(why), "path too long");
+	else
+		dirfd = state_dir_open(dir, why, sizeof(why));
+	if (dirfd < 0 && cfg->nclusters > 0)
+		rlb_log(RLB_LOG_WARNING, "state directory %s not used (%s): "
+			"health state is private to this process", dir, why);
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+		struct rlb_health *h = NULL;
+
+		rlb_health_detach(c->health);
+		if (dirfd >= 0)
+			h = attach_file(dirfd, dir, c, prune);
+		if (!h)
+			h = attach_private(c);
+		c->health = h;
+	}
+	if (dirfd >= 0)
+		close(dirfd);
+	errno = saved;
+}
+
+void rlb_health_detach(struct rlb_health *h)
+{
+	if (!h)
+		return;
+	if (h->heap)
+		free(h->map);
+	else
+		munmap(h->map, sizeof(*h->map));
+	free(h->path);
+	free(h);
+}
+
+const char *rlb_health_path(const struct rlb_health *h)
+{
+	return h && h->path ? h->path : "(private)";
+}
+
+/* ------------------------------------------------------------------ */
+/* Hot path */
+
+/*
+ * Find replica i's slot again after another process pruned or rebuilt the
+ * table: under the file lock if the file is still the one mapped, else
+ * (it was removed or replaced) lock-free. NULL if it cannot be had now.
+ */
+static struct health_slot *reclaim(struct rlb_health *h,
+				   const struct rlb_cluster *c, size_t i)
+{
+	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	struct health_slot *s = NULL;
+	int saved = errno;
+	struct stat st;
+	int fd = -1;
+	int rc;
+
+	if (h->path) {
+		fd = open(h->path, flags);
+		if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != h->dev ||
+				st.st_ino != h->ino)) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0 && lock_file(fd) != 0)
+			goto out_close;
+	}
+	if (fd >= 0)
+		rc = claim_locked(h, c, i, 1);
+	else
+		rc = claim_replicas(h, c, i, 1, false);
+	if (rc == 0)
+		s = &h->map->slots[atomic_load(&h->slot[i])];
+out_close:
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	return s;
+}
+
+/* Replica i's slot, checked to still hold its identity (one load). */
+static struct health_slot *slot_of(const struct rlb_cluster *c, size_t i)
+{
+	struct rlb_health *h = c->health;
+	uint32_t idx;
+
+	if (!h || i >= h->nreplicas || i >= c->nreplicas)
+		return NULL;
+	idx = atomic_load_explicit(&h->slot[i], memory_order_relaxed);
+	if (idx < HEALTH_NSLOTS &&
+	    atomic_load_explicit(&h->map->slots[idx].key,
+				 memory_order_acquire) ==
+		    c->replicas[i].identity)
+		return &h->map->slots[idx];
+	return reclaim(h, c, i);
+}
+
+void rlb_health_decay(struct rlb_cluster *c, int64_t now)
+{
+	struct rlb_health *h = c->health;
+	int64_t t;
+	unsigned k;
+
+	if (!h)
+		return;
+	t = atomic_load(&h->map->hdr.decay_time);
+	if (t == 0) {
+		atomic_compare_exchange_strong(&h->map->hdr.decay_time, &t,
+					       now);
+		return;
+	}
+	k = decay_shift(c, t, now);
+	/* Only the process that moves T shifts, exactly once per move. */
+	if (k == 0 ||
+	    !atomic_compare_exchange_strong(&h->map->hdr.decay_time, &t, now))
+		return;
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		struct health_slot *s = slot_of(c, i);
+		uint64_t e;
+
+		if (!s)
+			continue;
+		e = atomic_load(&s->errors);
+		while (e && !atomic_compare_exchange_weak(&s->errors, &e,
+							  shift_errors(e, k)))
+			;
+	}
+}
+
+uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i,
+			   int64_t now, bool decayed)
+{
+	struct health_slot *s = slot_of(c, i);
+	uint64_t e;
+
+	if (!s)
+		return 0;
+	e = atomic_load(&s->errors);
+	if (decayed)
+		e = shift_errors(e, decay_shift(c, rlb_health_decay_time(c),
+						now));
+	return e;
+}
+
+int64_t rlb_health_decay_time(const struct rlb_cluster *c)
+{
+	return c->health ? atomic_load(&c->health->map->hdr.decay_time) : 0;
+}
+
+void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
+{
+	struct health_slot *s = slot_of(c, i);
+	uint64_t cap = c->s.error_cap > 0 ? (uint64_t)c->s.error_cap : 0;
+	uint64_t e, next;
+
+	if (!s)
+		return;
+	e = atomic_load(&s->errors);
+	do {
+		next = e + n < e ? UINT64_MAX : e + n;
+		if (next > cap)
+			next = cap;
+		if (next == e)
+			return;
+	} while (!atomic_compare_exchange_weak(&s->errors, &e, next));
+}
+
+void rlb_health_reset(struct rlb_cluster *c, size_t i)
+{
+	size_t first = i, last = i;
+
+	if (i == SIZE_MAX) {
+		first = 0;
+		last = c->nreplicas ? c->nreplicas - 1 : 0;
+	}
+	for (size_t j = first; j <= last && j < c->nreplicas; j++) {
+		struct health_slot *s = slot_of(c, j);
+
+		if (s)
+			atomic_store(&s->errors, 0);
+	}
+}
+
+uint64_t rlb_health_rr_next(struct rlb_cluster *c)
+{
+	if (!c->health)
+		return 0;
+	return atomic_fetch_add_explicit(&c->health->map->hdr.rr_counter, 1,
+					 memory_order_relaxed);
+}
+
+uint64_t rlb_health_rr_peek(const struct rlb_cluster *c)
+{
+	if (!c->health)
+		return 0;
+	return atomic_load_explicit(&c->health->map->hdr.rr_counter,
+				    memory_order_relaxed);
+}
+
+int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
+				    int64_t now)
+{
+	uint64_t e = rlb_health_errors(c, i, now, false);
+	int64_t hl = c->s.half_life;
+	int64_t t = rlb_health_decay_time(c);
+	int64_t total, elapsed, left;
+
+	if (hl <= 0 || e == 0)
+		return 0;
+	if (__builtin_mul_overflow((int64_t)(64 - __builtin_clzll(e)), hl,
+				   &total))
+		return INT64_MAX;
+	if (t == 0)
+		return total;
+	if (__builtin_sub_overflow(now, t, &elapsed))
+		return now < t ? INT64_MAX : 0;
+	if (__builtin_sub_overflow(total, elapsed, &left))
+		return elapsed < 0 ? INT64_MAX : 0;
+	return left > 0 ? left : 0;
+}

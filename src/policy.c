@@ -1,3 +1,304 @@
-/* policy.c - (in progress) */
+/* policy.c - load-balancing policies: names, hostname distances, priorities. */
 #include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "rlb.h"
+
+static const char *const policy_names[RLB_POLICY_COUNT] = {
+	[RLB_POLICY_RANDOM] = "random",
+	[RLB_POLICY_NEAREST_HOSTNAME] = "nearest_hostname",
+	[RLB_POLICY_LEVENSHTEIN] = "hostname_levenshtein_distance",
+	[RLB_POLICY_LCP] = "hostname_longest_common_prefix",
+	[RLB_POLICY_LCS] = "hostname_longest_common_suffix",
+	[RLB_POLICY_IN_ORDER] = "in_order",
+	[RLB_POLICY_FIRST_OR_RANDOM] = "first_or_random",
+	[RLB_POLICY_ROUND_ROBIN] = "round_robin",
+};
+
+/* Short names people type for the new hostname policies. */
+static const struct {
+	const char *alias;
+	enum rlb_policy p;
+} policy_aliases[] = {
+	{ "lcp", RLB_POLICY_LCP },
+	{ "lcs", RLB_POLICY_LCS },
+	{ "levenshtein", RLB_POLICY_LEVENSHTEIN },
+};
+
+const char *rlb_policy_name(enum rlb_policy p)
+{
+	if ((unsigned)p >= RLB_POLICY_COUNT)
+		return "?";
+	return policy_names[p];
+}
+
+int rlb_policy_parse(const char *name, enum rlb_policy *out)
+{
+	if (!name)
+		return -1;
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		if (strcmp(name, policy_names[p]) == 0) {
+			*out = (enum rlb_policy)p;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static inline unsigned char fold(unsigned char ch)
+{
+	return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch;
+}
+
+/*
+ * Lowercase copy of s without separators ('_', '-', '.', ' '), so that
+ * "Round-Robin" and "roundrobin" meet "round_robin". False when s does
+ * not fit.
+ */
+static bool squash(const char *s, char *dst, size_t len)
+{
+	size_t n = 0;
+
+	for (; *s; s++) {
+		if (*s == '_' || *s == '-' || *s == '.' || *s == ' ')
+			continue;
+		if (n + 1 >= len)
+			return false;
+		dst[n++] = (char)fold((unsigned char)*s);
+	}
+	dst[n] = '\0';
+	return true;
+}
+
+/*
+ * A suggestion is "close" when it matches after squashing, is an alias,
+ * has the squashed input as a prefix or (4+ bytes) as a substring, or is
+ * within a small edit distance that grows with the name's length.
+ */
+const char *rlb_policy_suggest(const char *name)
+{
+	char want[64], have[64];
+	size_t wlen, best_d = SIZE_MAX;
+	int prefix = -1, substr = -1, best = -1;
+
+	if (!name || !*name || !squash(name, want, sizeof(want)) || !*want)
+		return NULL;
+	wlen = strlen(want);
+	for (size_t k = 0; k < sizeof(policy_aliases) / sizeof(*policy_aliases);
+	     k++) {
+		if (strcmp(want, policy_aliases[k].alias) == 0)
+			return policy_names[policy_aliases[k].p];
+	}
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		squash(policy_names[p], have, sizeof(have));
+		if (strcmp(want, have) == 0)
+			return policy_names[p];
+		if (prefix < 0 && wlen >= 3 && strncmp(have, want, wlen) == 0)
+			prefix = p;
+		if (substr < 0 && wlen >= 4 && strstr(have, want))
+			substr = p;
+	}
+	if (prefix >= 0)
+		return policy_names[prefix];
+	if (substr >= 0)
+		return policy_names[substr];
+
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		size_t plen = strlen(policy_names[p]);
+		size_t limit = 1 + plen / 4;
+		size_t nlen = strlen(name);
+		size_t d;
+
+		/* The length difference alone already exceeds the limit. */
+		if ((nlen > plen ? nlen - plen : plen - nlen) > limit)
+			continue;
+		d = rlb_levenshtein(name, policy_names[p]);
+		if (d <= limit && d < best_d) {
+			best_d = d;
+			best = p;
+		}
+	}
+	return best >= 0 ? policy_names[best] : NULL;
+}
+
+bool rlb_policy_uses_hostname(enum rlb_policy p)
+{
+	switch (p) {
+	case RLB_POLICY_NEAREST_HOSTNAME:
+	case RLB_POLICY_LEVENSHTEIN:
+	case RLB_POLICY_LCP:
+	case RLB_POLICY_LCS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+size_t rlb_prefix_distance(const char *a, const char *b)
+{
+	size_t d = 0;
+
+	for (; *a && *b; a++, b++)
+		d += *a != *b;
+	return d;
+}
+
+/*
+ * Two-row-in-one dynamic programme over the shorter string, after
+ * stripping the common (folded) prefix and suffix, which never change the
+ * distance. Strings up to RLB_MAX_HOST bytes use a stack row; a longer
+ * shorter string needs malloc, and if that fails the result is the upper
+ * bound max(len a, len b) rather than a crash.
+ */
+size_t rlb_levenshtein(const char *a, const char *b)
+{
+	size_t stack_row[RLB_MAX_HOST + 1];
+	size_t *row = stack_row;
+	size_t la, lb, d;
+
+	while (*a && *b && fold(*a) == fold(*b)) {
+		a++;
+		b++;
+	}
+	la = strlen(a);
+	lb = strlen(b);
+	while (la && lb && fold(a[la - 1]) == fold(b[lb - 1])) {
+		la--;
+		lb--;
+	}
+	if (la < lb) {
+		const char *t = a;
+		size_t tl = la;
+
+		a = b;
+		la = lb;
+		b = t;
+		lb = tl;
+	}
+	if (lb == 0)
+		return la;
+	if (lb > RLB_MAX_HOST) {
+		row = malloc((lb + 1) * sizeof(*row));
+		if (!row)
+			return la;
+	}
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned char ca = fold(a[i - 1]);
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t v = diag + (ca != fold(b[j - 1]));
+
+			if (up + 1 < v)
+				v = up + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			diag = up;
+			row[j] = v;
+		}
+	}
+	d = row[lb];
+	if (row != stack_row)
+		free(row);
+	return d;
+}
+
+size_t rlb_common_prefix(const char *a, const char *b)
+{
+	size_t n = 0;
+
+	while (a[n] && a[n] == b[n])
+		n++;
+	return n;
+}
+
+size_t rlb_common_suffix(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), n = 0;
+
+	while (n < la && n < lb && a[la - 1 - n] == b[lb - 1 - n])
+		n++;
+	return n;
+}
+
+static int64_t host_priority(enum rlb_policy p, const char *local,
+			     const char *host)
+{
+	switch (p) {
+	case RLB_POLICY_NEAREST_HOSTNAME:
+		return (int64_t)rlb_prefix_distance(local, host);
+	case RLB_POLICY_LEVENSHTEIN:
+		return (int64_t)rlb_levenshtein(local, host);
+	case RLB_POLICY_LCP:
+		return -(int64_t)rlb_common_prefix(local, host);
+	case RLB_POLICY_LCS:
+		return -(int64_t)rlb_common_suffix(local, host);
+	default:
+		return 0;
+	}
+}
+
+int rlb_policy_precompute(struct rlb_cluster *c, const char *local)
+{
+	int64_t *prio;
+
+	free(c->host_prio);
+	c->host_prio = NULL;
+	if (!rlb_policy_uses_hostname(c->s.load_balancing) ||
+	    c->nreplicas == 0)
+		return 0;
+	prio = malloc(c->nreplicas * sizeof(*prio));
+	if (!prio)
+		return -ENOMEM;
+	if (!local)
+		local = "";
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const char *host = c->replicas[i].host;
+
+		prio[i] = host_priority(c->s.load_balancing, local,
+					host ? host : "");
+	}
+	c->host_prio = prio;
+	return 0;
+}
+
+int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
+			    uint64_t rr_last)
+{
+	uint64_t n = c->nreplicas;
+	uint64_t k, l;
+	int64_t off;
+
+	if (n == 0)
+		return 0;
+	k = i % n;
+	switch (c->s.load_balancing) {
+	case RLB_POLICY_NEAREST_HOSTNAME:
+	case RLB_POLICY_LEVENSHTEIN:
+	case RLB_POLICY_LCP:
+	case RLB_POLICY_LCS:
+		return c->host_prio ? c->host_prio[k] : 0;
+	case RLB_POLICY_IN_ORDER:
+		return (int64_t)i;
+	case RLB_POLICY_FIRST_OR_RANDOM:
+		/* Mathematical modulo: the config rejects negative offsets,
+		 * but one that slips through still names a valid index. */
+		off = c->s.first_offset % (int64_t)n;
+		if (off < 0)
+			off += (int64_t)n;
+		return k == (uint64_t)off ? 0 : 1;
+	case RLB_POLICY_ROUND_ROBIN:
+		/* (i - L - 1) mod N with every term in [0, 2N), unsigned. */
+		l = rr_last % n;
+		return (int64_t)((k + n - 1 - l) % n);
+	default:
+		return 0;
+	}
+}

@@ -1,4 +1,653 @@
-/* replicalbctl.c - (in progress) */
+/* replicalbctl.c - check a config, show selection orders, manage health. */
 #include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
 #include "rlb.h"
-int main(void) { return 0; }
+
+#define CTL_NAME "replicalbctl"
+
+/* Command options, each allowed only with the commands that name it. */
+#define CTL_OPT_COUNT	(1u << 0) /* resolve -n */
+#define CTL_OPT_PEEK	(1u << 1) /* resolve --peek */
+#define CTL_OPT_VERBOSE (1u << 2) /* resolve -v */
+#define CTL_OPT_JSON	(1u << 3) /* status --json */
+
+/* Room for "[host]:port". */
+#define CTL_LABEL_MAX (RLB_MAX_HOST + 16)
+
+/* Minimum width of the HOST column of `status`. */
+#define CTL_HOST_COLUMN 25
+
+/* The command line after parsing. */
+struct ctl_opts {
+	const char *config;   /* -c FILE or NULL */
+	const char *app;      /* -a APP or NULL */
+	const char *hostname; /* -H NAME or NULL */
+	const char *count;    /* -n COUNT as given, or NULL */
+	unsigned given;	      /* CTL_OPT_* seen */
+	int nargs;	      /* positional arguments, command first */
+	char **args;
+};
+
+/* What a command needs before it runs. */
+enum ctl_needs {
+	CTL_NEEDS_NOTHING, /* no config at all */
+	CTL_NEEDS_CONFIG,  /* loaded config, no state files */
+	CTL_NEEDS_RUNTIME, /* prepared: host priorities, shared health */
+};
+
+struct ctl_cmd {
+	const char *name;
+	int min_args; /* arguments after the command name */
+	int max_args;
+	unsigned opts; /* CTL_OPT_* the command accepts */
+	enum ctl_needs needs;
+	int (*run)(struct rlb_config *cfg, const struct ctl_opts *o);
+};
+
+static const char usage_text[] =
+	"usage: " CTL_NAME " [-c FILE] [-a APP] [-H HOSTNAME] COMMAND [ARGS]\n"
+	"\n"
+	"commands:\n"
+	"  check                          validate the config, list clusters\n"
+	"  resolve [-n COUNT] [--peek] [-v] NAME\n"
+	"                                 perform COUNT selections, print the "
+	"orders\n"
+	"  status [--json] [CLUSTER]      show error counts and recovery "
+	"times\n"
+	"  record-error CLUSTER HOST[:PORT] [COUNT]\n"
+	"                                 count errors against a replica\n"
+	"  reset [CLUSTER [HOST[:PORT]]]  zero error counts\n"
+	"  policies                       list the load_balancing policies\n"
+	"\n"
+	"options:\n"
+	"  -c, --config FILE              config file (default "
+	"$REPLICALB_CONFIG,\n"
+	"                                 else " SYSCONFDIR
+	"/replicalb/replicalb.conf)\n"
+	"  -a, --app APP                  also read apps.d/APP.conf\n"
+	"  -H, --hostname NAME            local hostname for hostname "
+	"policies\n"
+	"  -n, --count COUNT              resolve: number of selections\n"
+	"      --peek                     resolve: change no shared state\n"
+	"  -v, --verbose                  resolve: show each replica's key\n"
+	"      --json                     status: print one JSON object\n"
+	"  -h, --help                     show this help\n"
+	"      --version                  show the version\n";
+
+static void ctl_error(const char *fmt, ...) RLB_PRINTF(1, 2);
+
+static void ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(CTL_NAME ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* A usage error: the message, then the usage text, both on stderr. */
+static int ctl_usage_error(const char *fmt, ...) RLB_PRINTF(1, 2);
+
+static int ctl_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(CTL_NAME ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fputs(usage_text, stderr);
+	return 1;
+}
+
+/* Digits only, no sign, 1 <= value <= max. */
+static bool parse_positive(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		unsigned d;
+
+		if (*s < '0' || *s > '9')
+			return false;
+		d = (unsigned)(*s - '0');
+		if (v > (max - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (v == 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* A replica as the user writes it: host, [v6]:port or host:port. */
+static void replica_label(const struct rlb_replica *r, char *buf, size_t len)
+{
+	if (!r->port)
+		snprintf(buf, len, "%s", r->host);
+	else if (strchr(r->host, ':'))
+		snprintf(buf, len, "[%s]:%d", r->host, r->port);
+	else
+		snprintf(buf, len, "%s:%d", r->host, r->port);
+}
+
+/*
+ * Split HOST, HOST:PORT or [HOST]:PORT into host and port (0 when not
+ * given). A bare IPv6 literal (several colons) is a host without port.
+ * Returns false when malformed.
+ */
+static bool parse_host_spec(const char *spec, char *host, size_t hostlen,
+			    int *port)
+{
+	const char *end, *colon;
+	uint64_t p;
+	size_t n;
+
+	*port = 0;
+	if (spec[0] == '[') {
+		end = strchr(spec, ']');
+		if (!end)
+			return false;
+		n = (size_t)(end - spec - 1);
+		colon = end[1] ? end + 1 : NULL;
+		if (colon && *colon != ':')
+			return false;
+		spec++;
+	} else {
+		colon = strchr(spec, ':');
+		if (colon && strchr(colon + 1, ':'))
+			colon = NULL;
+		n = colon ? (size_t)(colon - spec) : strlen(spec);
+	}
+	if (n == 0 || n >= hostlen)
+		return false;
+	memcpy(host, spec, n);
+	host[n] = '\0';
+	if (colon) {
+		if (!parse_positive(colon + 1, 65535, &p))
+			return false;
+		*port = (int)p;
+	}
+	return true;
+}
+
+static struct rlb_cluster *find_cluster(const struct rlb_config *cfg,
+					const char *name)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, name);
+
+	if (!c)
+		ctl_error("no cluster named %s", name);
+	return c;
+}
+
+/*
+ * The replica of c that spec names: the one whose host string matches
+ * (ASCII case-insensitive) and, when spec has a port, whose port is that
+ * port. Returns its index, or -1 after printing why there is none.
+ */
+static ssize_t find_replica(const struct rlb_cluster *c, const char *spec)
+{
+	char host[RLB_MAX_HOST + 1];
+	ssize_t found = -1;
+	size_t matches = 0;
+	int port;
+
+	if (!parse_host_spec(spec, host, sizeof(host), &port)) {
+		ctl_error("invalid replica \"%s\"", spec);
+		return -1;
+	}
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const struct rlb_replica *r = &c->replicas[i];
+
+		if (strcasecmp(r->host, host) != 0)
+			continue;
+		if (port && r->port != port)
+			continue;
+		if (found < 0)
+			found = (ssize_t)i;
+		matches++;
+	}
+	if (matches == 0) {
+		ctl_error("no replica %s in cluster %s", spec, c->name);
+		return -1;
+	}
+	if (matches > 1 && port) {
+		ctl_error("%s: several replicas in cluster %s", spec, c->name);
+		return -1;
+	}
+	if (matches > 1) {
+		ctl_error("%s: ambiguous in cluster %s, add :PORT", spec,
+			  c->name);
+		return -1;
+	}
+	return found;
+}
+
+static int cmd_policies(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	for (int p = 0; p < RLB_POLICY_COUNT; p++)
+		puts(rlb_policy_name((enum rlb_policy)p));
+	return 0;
+}
+
+static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	for (size_t k = 0; k < cfg->nclusters; k++) {
+		const struct rlb_cluster *c = &cfg->clusters[k];
+
+		printf("%s: %s, %zu replicas\n", c->name,
+		       rlb_policy_name(c->s.load_balancing), c->nreplicas);
+	}
+	puts("ok");
+	return 0;
+}
+
+/* The -v line of replica i: key parts as this selection saw them. */
+static void print_replica_detail(const struct rlb_cluster *c,
+				 const struct rlb_selection *sel, size_t i)
+{
+	const struct rlb_replica *r = &c->replicas[i];
+	char label[CTL_LABEL_MAX];
+
+	replica_label(r, label, sizeof(label));
+	printf("  %s errors=%" PRIu64 " priority=%" PRId64
+	       " policy_priority=%" PRId64 " addresses=",
+	       label, sel->errors[i], r->priority, sel->policy_prio[i]);
+	if (r->npinned == 0)
+		fputs("dns", stdout);
+	for (size_t k = 0; k < r->npinned; k++)
+		printf("%s%s", k ? "," : "", r->pinned[k]);
+	putchar('\n');
+}
+
+static int cmd_resolve(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	bool peek = o->given & CTL_OPT_PEEK;
+	bool verbose = o->given & CTL_OPT_VERBOSE;
+	struct rlb_selection *sel;
+	struct rlb_cluster *c;
+	uint64_t count = 1;
+
+	if (o->count && !parse_positive(o->count, UINT64_MAX, &count))
+		return ctl_usage_error("COUNT must be a positive integer: %s",
+				       o->count);
+	c = find_cluster(cfg, o->args[1]);
+	if (!c)
+		return 1;
+	sel = rlb_selection_new(c->nreplicas);
+	if (!sel) {
+		ctl_error("out of memory");
+		return 1;
+	}
+	for (uint64_t n = 0; n < count; n++) {
+		rlb_select(c, peek, rlb_now(), sel);
+		for (size_t k = 0; k < sel->n; k++)
+			printf("%s%s", k ? " " : "",
+			       c->replicas[sel->order[k]].host);
+		putchar('\n');
+		for (size_t k = 0; verbose && k < sel->n; k++)
+			print_replica_detail(c, sel, sel->order[k]);
+	}
+	free(sel);
+	return 0;
+}
+
+/* s as a JSON string, quotes included; bytes >= 0x80 pass as UTF-8. */
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", stdout);
+			break;
+		case '\\':
+			fputs("\\\\", stdout);
+			break;
+		case '\n':
+			fputs("\\n", stdout);
+			break;
+		case '\r':
+			fputs("\\r", stdout);
+			break;
+		case '\t':
+			fputs("\\t", stdout);
+			break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				printf("\\u%04x", *p);
+			else
+				putchar(*p);
+		}
+	}
+	putchar('"');
+}
+
+static void status_json_cluster(const struct rlb_cluster *c, int64_t now)
+{
+	fputs("{\"name\": ", stdout);
+	json_string(c->name);
+	fputs(", \"load_balancing\": ", stdout);
+	json_string(rlb_policy_name(c->s.load_balancing));
+	fputs(", \"state_file\": ", stdout);
+	json_string(rlb_health_path(c->health));
+	printf(", \"half_life\": %" PRId64 ", \"error_cap\": %" PRId64
+	       ", \"max_ignored_errors\": %" PRId64
+	       ", \"decay_time\": %" PRId64,
+	       c->s.half_life, c->s.error_cap, c->s.max_ignored_errors,
+	       rlb_health_decay_time(c));
+	fputs(", \"replicas\": [", stdout);
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const struct rlb_replica *r = &c->replicas[i];
+
+		fputs(i ? ", {\"host\": " : "{\"host\": ", stdout);
+		json_string(r->host);
+		if (r->port)
+			printf(", \"port\": %d", r->port);
+		else
+			fputs(", \"port\": null", stdout);
+		printf(", \"priority\": %" PRId64 ", \"errors\": %" PRIu64
+		       ", \"recovery_seconds\": %" PRId64 "}",
+		       r->priority, rlb_health_errors(c, i, now, true),
+		       rlb_health_recovery_seconds(c, i, now));
+	}
+	fputs("]}", stdout);
+}
+
+static void status_table_cluster(const struct rlb_cluster *c, int64_t now)
+{
+	int hostw = CTL_HOST_COLUMN;
+
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		int len = (int)strlen(c->replicas[i].host);
+
+		if (len > hostw)
+			hostw = len;
+	}
+	printf("CLUSTER %s  policy %s  state %s\n", c->name,
+	       rlb_policy_name(c->s.load_balancing),
+	       rlb_health_path(c->health));
+	printf("  %-*s %5s %5s %7s %11s\n", hostw, "HOST", "PORT", "PRIO",
+	       "ERRORS", "RECOVERY_S");
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const struct rlb_replica *r = &c->replicas[i];
+		char port[8] = "-";
+
+		if (r->port)
+			snprintf(port, sizeof(port), "%d", r->port);
+		printf("  %-*s %5s %5" PRId64 " %7" PRIu64 " %11" PRId64 "\n",
+		       hostw, r->host, port, r->priority,
+		       rlb_health_errors(c, i, now, true),
+		       rlb_health_recovery_seconds(c, i, now));
+	}
+}
+
+static int cmd_status(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	bool json = o->given & CTL_OPT_JSON;
+	struct rlb_cluster *one = NULL;
+	int64_t now = rlb_now();
+	bool first = true;
+
+	if (o->nargs > 1) {
+		one = find_cluster(cfg, o->args[1]);
+		if (!one)
+			return 1;
+	}
+	if (json)
+		fputs("{\"clusters\": [", stdout);
+	for (size_t k = 0; k < cfg->nclusters; k++) {
+		const struct rlb_cluster *c = &cfg->clusters[k];
+
+		if (one && c != one)
+			continue;
+		if (json) {
+			fputs(first ? "" : ", ", stdout);
+			status_json_cluster(c, now);
+		} else {
+			fputs(first ? "" : "\n", stdout);
+			status_table_cluster(c, now);
+		}
+		first = false;
+	}
+	if (json)
+		fputs("]}\n", stdout);
+	return 0;
+}
+
+static int cmd_record_error(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	struct rlb_cluster *c;
+	uint64_t count = 1;
+	ssize_t i;
+
+	if (o->nargs > 3 && !parse_positive(o->args[3], UINT64_MAX, &count))
+		return ctl_usage_error("COUNT must be a positive integer: %s",
+				       o->args[3]);
+	c = find_cluster(cfg, o->args[1]);
+	if (!c)
+		return 1;
+	i = find_replica(c, o->args[2]);
+	if (i < 0)
+		return 1;
+	rlb_health_add_errors(c, (size_t)i, count);
+	return 0;
+}
+
+static int cmd_reset(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	struct rlb_cluster *c;
+	ssize_t i;
+
+	if (o->nargs == 1) {
+		for (size_t k = 0; k < cfg->nclusters; k++)
+			rlb_health_reset(&cfg->clusters[k], SIZE_MAX);
+		return 0;
+	}
+	c = find_cluster(cfg, o->args[1]);
+	if (!c)
+		return 1;
+	if (o->nargs == 2) {
+		rlb_health_reset(c, SIZE_MAX);
+		return 0;
+	}
+	i = find_replica(c, o->args[2]);
+	if (i < 0)
+		return 1;
+	rlb_health_reset(c, (size_t)i);
+	return 0;
+}
+
+static const struct ctl_cmd commands[] = {
+	{"check", 0, 0, 0, CTL_NEEDS_CONFIG, cmd_check},
+	{"resolve", 1, 1, CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
+	 CTL_NEEDS_RUNTIME, cmd_resolve},
+	{"status", 0, 1, CTL_OPT_JSON, CTL_NEEDS_RUNTIME, cmd_status},
+	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
+	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
+	{"policies", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_policies},
+};
+
+static const char *const opt_names[] = {"-n", "--peek", "-v", "--json"};
+
+/*
+ * Load the config as the library would, with -c/-a/-H in place of the
+ * environment, and report why not. Returns the config or NULL.
+ */
+static struct rlb_config *load_config(const struct ctl_opts *o)
+{
+	struct rlb_config_source src;
+	struct rlb_diag diag = {0};
+	struct rlb_config *cfg = NULL;
+	int rc;
+
+	rlb_config_source_from_env(&src);
+	src.path = o->config ? o->config : rlb_config_path();
+	/* Not program_invocation_short_name: this tool is not the app. */
+	src.app = o->app ? o->app : rlb_env("REPLICALB_APP");
+	if (o->hostname)
+		src.env_hostname = o->hostname;
+	rc = rlb_config_load(&src, &cfg, &diag);
+	if (rc == -ENOENT) {
+		ctl_error("%s: no such config file", src.path);
+	} else if (rc < 0) {
+		for (size_t i = 0; i < diag.n; i++)
+			fprintf(stderr, "%s\n", diag.msgs[i]);
+		if (diag.n == 0)
+			ctl_error("%s: %s", src.path, strerror(-rc));
+	}
+	rlb_diag_free(&diag);
+	return rc < 0 ? NULL : cfg;
+}
+
+/*
+ * Options may come before or after the command. Returns -1 to go on,
+ * else the exit status.
+ */
+static int parse_args(int argc, char **argv, struct ctl_opts *o)
+{
+	enum { OPT_PEEK = 256, OPT_JSON, OPT_VERSION };
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"app", required_argument, NULL, 'a'},
+		{"hostname", required_argument, NULL, 'H'},
+		{"count", required_argument, NULL, 'n'},
+		{"peek", no_argument, NULL, OPT_PEEK},
+		{"verbose", no_argument, NULL, 'v'},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	int ch;
+
+	o->args = calloc((size_t)argc + 1, sizeof(*o->args));
+	if (!o->args) {
+		ctl_error("out of memory");
+		return 1;
+	}
+	/* Leading '-': positionals come back in order as option 1. */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "-:c:a:H:n:vh", longopts, NULL)) !=
+	       -1) {
+		switch (ch) {
+		case 1:
+			o->args[o->nargs++] = optarg;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'a':
+			o->app = optarg;
+			break;
+		case 'H':
+			o->hostname = optarg;
+			break;
+		case 'n':
+			o->count = optarg;
+			o->given |= CTL_OPT_COUNT;
+			break;
+		case OPT_PEEK:
+			o->given |= CTL_OPT_PEEK;
+			break;
+		case 'v':
+			o->given |= CTL_OPT_VERBOSE;
+			break;
+		case OPT_JSON:
+			o->given |= CTL_OPT_JSON;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		case OPT_VERSION:
+			puts(CTL_NAME " " PACKAGE_VERSION);
+			return 0;
+		case ':':
+			return ctl_usage_error("option %s needs an argument",
+					       argv[optind - 1]);
+		default:
+			if (optopt > 0 && optopt < 256)
+				return ctl_usage_error("unknown option -%c",
+						       optopt);
+			return ctl_usage_error("unknown option %s",
+					       argv[optind - 1]);
+		}
+	}
+	while (optind < argc)
+		o->args[o->nargs++] = argv[optind++];
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	const struct ctl_cmd *cmd = NULL;
+	struct rlb_config *cfg = NULL;
+	struct ctl_opts o = {0};
+	int rc;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc >= 0)
+		goto out;
+	rc = 1;
+	if (o.nargs == 0) {
+		ctl_usage_error("no command given");
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+		if (strcmp(o.args[0], commands[i].name) == 0)
+			cmd = &commands[i];
+	if (!cmd) {
+		ctl_usage_error("unknown command \"%s\"", o.args[0]);
+		goto out;
+	}
+	if (o.nargs - 1 < cmd->min_args || o.nargs - 1 > cmd->max_args) {
+		ctl_usage_error("wrong number of arguments for %s", cmd->name);
+		goto out;
+	}
+	for (size_t k = 0; k < sizeof(opt_names) / sizeof(*opt_names); k++) {
+		if ((o.given & ~cmd->opts) & (1u << k)) {
+			ctl_usage_error("%s does not take %s", cmd->name,
+					opt_names[k]);
+			goto out;
+		}
+	}
+	if (cmd->needs != CTL_NEEDS_NOTHING) {
+		cfg = load_config(&o);
+		if (!cfg)
+			goto out;
+		/* Our own messages go to the terminal, whatever log_target. */
+		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
+	}
+	if (cmd->needs == CTL_NEEDS_RUNTIME &&
+	    rlb_runtime_prepare(cfg, true) < 0) {
+		ctl_error("out of memory");
+		goto out_free;
+	}
+	rc = cmd->run(cfg, &o);
+out_free:
+	if (cfg)
+		rlb_config_free(cfg);
+out:
+	free(o.args);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		ctl_error("write error: %s", strerror(errno));
+		rc = 1;
+	}
+	return rc;
+}

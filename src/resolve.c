@@ -1,3 +1,596 @@
-/* resolve.c - (in progress) */
+/* resolve.c - answers for virtual names: one selection, then each
+ * replica's addresses (from a per-process cache over the real resolver)
+ * in selection order, as an addrinfo list or a hostent. */
 #include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "rlb.h"
+
+#define CACHE_BUCKETS 1024
+#define CACHE_MAX_ENTRIES 8192
+#define STACK_SELECTION 64	/* replicas selected without malloc */
+
+/* One address of a resolved replica, as the real getaddrinfo gave it. */
+struct cached_addr {
+	int family;
+	int socktype;
+	int protocol;
+	socklen_t addrlen;
+	struct sockaddr_storage addr;
+};
+
+/*
+ * The answer of the real getaddrinfo for one (host, service, hints)
+ * question, or its error, until it expires.
+ */
+struct cache_entry {
+	struct cache_entry *next;	/* bucket chain */
+	uint64_t hash;
+	char *host;
+	char *service;			/* NULL: none */
+	int family, socktype, protocol, flags;
+	int64_t expires_ms;		/* monotonic; INT64_MAX: never */
+	int error;			/* 0 or the EAI_* code */
+	size_t n;
+	struct cached_addr addrs[];
+};
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cache_entry *buckets[CACHE_BUCKETS];
+static size_t cache_entries;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&cache_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&cache_lock);
+}
+
+static void atfork_child(void)
+{
+	pthread_mutex_unlock(&cache_lock);
+}
+
+static void cache_init(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* Call with cache_lock held. */
+static void cache_clear_locked(bool only_expired, int64_t now_ms)
+{
+	for (size_t b = 0; b < CACHE_BUCKETS; b++) {
+		struct cache_entry **pp = &buckets[b];
+
+		while (*pp) {
+			struct cache_entry *e = *pp;
+
+			if (only_expired && e->expires_ms > now_ms) {
+				pp = &e->next;
+				continue;
+			}
+			*pp = e->next;
+			free(e->host);
+			free(e->service);
+			free(e);
+			cache_entries--;
+		}
+	}
+}
+
+void rlb_resolve_cache_flush(void)
+{
+	pthread_once(&cache_once, cache_init);
+	pthread_mutex_lock(&cache_lock);
+	cache_clear_locked(false, 0);
+	pthread_mutex_unlock(&cache_lock);
+}
+
+static uint64_t question_hash(const char *host, const char *service,
+			      const struct addrinfo *q)
+{
+	uint64_t h = rlb_hash64(host, strlen(host), 0);
+	int ints[4] = { q->ai_family, q->ai_socktype, q->ai_protocol,
+			q->ai_flags };
+
+	if (service)
+		h = rlb_hash64(service, strlen(service), h);
+	return rlb_hash64(ints, sizeof(ints), h);
+}
+
+static bool same_question(const struct cache_entry *e, uint64_t hash,
+			  const char *host, const char *service,
+			  const struct addrinfo *q)
+{
+	return e->hash == hash && e->family == q->ai_family &&
+	       e->socktype == q->ai_socktype &&
+	       e->protocol == q->ai_protocol && e->flags == q->ai_flags &&
+	       strcmp(e->host, host) == 0 &&
+	       (e->service == service ||
+		(e->service && service && strcmp(e->service, service) == 0));
+}
+
+/* A copy of a cached answer, owned by the caller (free(*out)). */
+static bool cache_get(uint64_t hash, const char *host, const char *service,
+		      const struct addrinfo *q, int64_t now_ms,
+		      struct cache_entry **out)
+{
+	struct cache_entry *e;
+	bool found = false;
+
+	pthread_mutex_lock(&cache_lock);
+	for (e = buckets[hash % CACHE_BUCKETS]; e; e = e->next) {
+		size_t size;
+
+		if (!same_question(e, hash, host, service, q))
+			continue;
+		if (e->expires_ms <= now_ms)
+			break;
+		size = sizeof(*e) + e->n * sizeof(e->addrs[0]);
+		*out = malloc(size);
+		if (*out) {
+			memcpy(*out, e, size);
+			(*out)->host = NULL;
+			(*out)->service = NULL;
+			found = true;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return found;
+}
+
+/* Store a copy of answer `a` (replacing an older answer). */
+static void cache_put(const struct cache_entry *a, const char *host,
+		      const char *service, int64_t now_ms)
+{
+	size_t size = sizeof(*a) + a->n * sizeof(a->addrs[0]);
+	struct cache_entry *e = malloc(size), **pp;
+
+	if (!e)
+		return;
+	memcpy(e, a, size);
+	e->host = strdup(host);
+	e->service = service ? strdup(service) : NULL;
+	if (!e->host || (service && !e->service)) {
+		free(e->host);
+		free(e->service);
+		free(e);
+		return;
+	}
+	pthread_mutex_lock(&cache_lock);
+	for (pp = &buckets[e->hash % CACHE_BUCKETS]; *pp; pp = &(*pp)->next) {
+		struct cache_entry *old = *pp;
+
+		if (old->hash == e->hash && old->family == e->family &&
+		    old->socktype == e->socktype &&
+		    old->protocol == e->protocol && old->flags == e->flags &&
+		    strcmp(old->host, host) == 0 &&
+		    (old->service == NULL) == (service == NULL) &&
+		    (!service || strcmp(old->service, service) == 0)) {
+			*pp = old->next;
+			free(old->host);
+			free(old->service);
+			free(old);
+			cache_entries--;
+			break;
+		}
+	}
+	if (cache_entries >= CACHE_MAX_ENTRIES)
+		cache_clear_locked(true, now_ms);
+	if (cache_entries >= CACHE_MAX_ENTRIES)
+		cache_clear_locked(false, now_ms);
+	e->next = buckets[e->hash % CACHE_BUCKETS];
+	buckets[e->hash % CACHE_BUCKETS] = e;
+	cache_entries++;
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/*
+ * Ask the real resolver (never our own hook) and keep its answer as a
+ * malloc'd cache_entry. Sets *fresh when the resolver was really asked.
+ */
+static struct cache_entry *ask(const char *host, const char *service,
+			       const struct addrinfo *q, int64_t ttl_s,
+			       bool pinned, bool *fresh)
+{
+	int64_t now_ms = rlb_monotonic_ms();
+	uint64_t hash = question_hash(host, service, q);
+	struct addrinfo *res = NULL, *ai;
+	struct cache_entry *e;
+	size_t n = 0;
+	int rc;
+
+	*fresh = false;
+	if ((pinned || ttl_s > 0) &&
+	    cache_get(hash, host, service, q, now_ms, &e))
+		return e;
+	rc = rlb_libc()->getaddrinfo(host, service, q, &res);
+	*fresh = true;
+	for (ai = rc == 0 ? res : NULL; ai; ai = ai->ai_next)
+		n++;
+	e = calloc(1, sizeof(*e) + n * sizeof(e->addrs[0]));
+	if (!e) {
+		if (rc == 0)
+			rlb_libc()->freeaddrinfo(res);
+		return NULL;
+	}
+	e->hash = hash;
+	e->family = q->ai_family;
+	e->socktype = q->ai_socktype;
+	e->protocol = q->ai_protocol;
+	e->flags = q->ai_flags;
+	e->error = rc;
+	e->expires_ms = pinned ? INT64_MAX : now_ms + ttl_s * 1000;
+	for (ai = rc == 0 ? res : NULL; ai; ai = ai->ai_next) {
+		struct cached_addr *a = &e->addrs[e->n];
+
+		if (ai->ai_addrlen > sizeof(a->addr) || !ai->ai_addr)
+			continue;
+		a->family = ai->ai_family;
+		a->socktype = ai->ai_socktype;
+		a->protocol = ai->ai_protocol;
+		a->addrlen = ai->ai_addrlen;
+		memcpy(&a->addr, ai->ai_addr, ai->ai_addrlen);
+		e->n++;
+	}
+	if (rc == 0)
+		rlb_libc()->freeaddrinfo(res);
+	/* EAI_SYSTEM and EAI_MEMORY are passing troubles: don't keep them. */
+	if ((pinned || ttl_s > 0) && rc != EAI_SYSTEM && rc != EAI_MEMORY)
+		cache_put(e, host, service, now_ms);
+	return e;
+}
+
+/*
+ * Whether a failed resolution of host is the replica's fault (SPEC 4/5):
+ * the name does not resolve at all, not merely in the family or for the
+ * service the caller asked.
+ */
+static bool resolution_counts(int rc, const char *host,
+			      const struct addrinfo *q, int64_t ttl_s)
+{
+	struct addrinfo any = { .ai_socktype = SOCK_STREAM };
+	struct cache_entry *e;
+	bool fresh, counts;
+
+	if (rc == EAI_AGAIN || rc == EAI_FAIL)
+		return true;
+	if (rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY)
+		return false;
+	if (q->ai_family == AF_UNSPEC && q->ai_socktype == SOCK_STREAM &&
+	    !(q->ai_flags & AI_NUMERICSERV))
+		return rc == EAI_NONAME;
+	/* Ask the plain question (cached like any other). */
+	e = ask(host, NULL, &any, ttl_s, false, &fresh);
+	if (!e)
+		return false;
+	counts = e->error == EAI_NONAME || e->error == EAI_AGAIN ||
+		 e->error == EAI_FAIL;
+	free(e);
+	return counts;
+}
+
+/*
+ * All addresses of replica r for question q (its port or `service`),
+ * appended to *out and *nout (realloc'd). Returns 0 or the EAI_* failure.
+ */
+static int replica_addrs(struct rlb_cluster *c, size_t idx,
+			 const char *service, const struct addrinfo *q,
+			 struct cached_addr **out, size_t *nout)
+{
+	const struct rlb_replica *r = &c->replicas[idx];
+	char port[8];
+	struct addrinfo pq = *q;
+	int last = 0;
+	size_t added = 0;
+
+	if (r->port) {
+		snprintf(port, sizeof(port), "%d", r->port);
+		service = port;
+	}
+	pq.ai_flags |= AI_NUMERICHOST;
+	for (size_t k = 0; k < (r->npinned ? r->npinned : 1); k++) {
+		const char *host = r->npinned ? r->pinned[k] : r->host;
+		struct cache_entry *e;
+		struct cached_addr *grown;
+		bool fresh;
+
+		e = ask(host, service, r->npinned ? &pq : q, c->s.dns_cache_ttl,
+			r->npinned > 0, &fresh);
+		if (!e) {
+			last = EAI_MEMORY;
+			continue;
+		}
+		if (e->error) {
+			last = e->error;
+			if (fresh && !r->npinned &&
+			    resolution_counts(e->error, host, q,
+					      c->s.dns_cache_ttl)) {
+				rlb_health_add_errors(c, idx, 1);
+				rlb_log(RLB_LOG_DEBUG,
+					"%s: replica %s: cannot resolve (%s): "
+					"error counted",
+					c->name, r->host, gai_strerror(e->error));
+			}
+			free(e);
+			continue;
+		}
+		if (e->n == 0) {
+			free(e);
+			continue;
+		}
+		grown = realloc(*out, (*nout + e->n) * sizeof(**out));
+		if (!grown) {
+			free(e);
+			last = EAI_MEMORY;
+			continue;
+		}
+		*out = grown;
+		memcpy(*out + *nout, e->addrs, e->n * sizeof(**out));
+		*nout += e->n;
+		added += e->n;
+		free(e);
+	}
+	return added ? 0 : (last ? last : EAI_NONAME);
+}
+
+static void log_selection(const struct rlb_cluster *c,
+			  const struct rlb_selection *sel)
+{
+	char line[900];
+	size_t off = 0;
+
+	if (!rlb_log_enabled(RLB_LOG_DEBUG))
+		return;
+	line[0] = '\0';
+	for (size_t k = 0; k < sel->n && off < sizeof(line) - 1; k++) {
+		uint32_t i = sel->order[k];
+		int n = snprintf(line + off, sizeof(line) - off, "%s%s(errors=%llu)",
+				 k ? " " : "", c->replicas[i].host,
+				 (unsigned long long)sel->errors[i]);
+
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+	rlb_log(RLB_LOG_DEBUG, "select %s (%s): %s", c->name,
+		rlb_policy_name(c->s.load_balancing), line);
+}
+
+/*
+ * Run one selection into sel (stack storage for small clusters, else
+ * malloc'd into *heap). Returns false when out of memory.
+ */
+struct sel_storage {
+	struct rlb_selection sel;
+	uint32_t order[STACK_SELECTION];
+	uint64_t errors[STACK_SELECTION];
+	int64_t policy_prio[STACK_SELECTION];
+};
+
+static struct rlb_selection *run_selection(struct rlb_cluster *c,
+					   struct sel_storage *st,
+					   struct rlb_selection **heap)
+{
+	struct rlb_selection *sel = &st->sel;
+
+	*heap = NULL;
+	if (c->nreplicas > STACK_SELECTION) {
+		*heap = rlb_selection_new(c->nreplicas);
+		if (!*heap)
+			return NULL;
+		sel = *heap;
+	} else {
+		sel->order = st->order;
+		sel->errors = st->errors;
+		sel->policy_prio = st->policy_prio;
+		sel->n = c->nreplicas;
+	}
+	rlb_select(c, false, rlb_now(), sel);
+	log_selection(c, sel);
+	return sel;
+}
+
+/* One addrinfo node in glibc's layout: node and sockaddr in one block. */
+static struct addrinfo *new_node(const struct cached_addr *a)
+{
+	struct addrinfo *ai = calloc(1, sizeof(*ai) + a->addrlen);
+
+	if (!ai)
+		return NULL;
+	ai->ai_family = a->family;
+	ai->ai_socktype = a->socktype;
+	ai->ai_protocol = a->protocol;
+	ai->ai_addrlen = a->addrlen;
+	ai->ai_addr = (struct sockaddr *)(ai + 1);
+	memcpy(ai->ai_addr, &a->addr, a->addrlen);
+	return ai;
+}
+
+static void free_list(struct addrinfo *ai)
+{
+	while (ai) {
+		struct addrinfo *next = ai->ai_next;
+
+		free(ai->ai_canonname);
+		free(ai);
+		ai = next;
+	}
+}
+
+int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
+			    const struct addrinfo *hints,
+			    struct addrinfo **res)
+{
+	struct sel_storage st;
+	struct rlb_selection *sel, *heap;
+	struct addrinfo q = { 0 }, *head = NULL, **tail = &head;
+	struct cached_addr *addrs = NULL;
+	const char *canon = NULL;
+	int rc, last = 0;
+
+	pthread_once(&cache_once, cache_init);
+	if (hints) {
+		q.ai_flags = hints->ai_flags & ~AI_CANONNAME;
+		q.ai_family = hints->ai_family;
+		q.ai_socktype = hints->ai_socktype;
+		q.ai_protocol = hints->ai_protocol;
+	} else {
+		/* POSIX: NULL hints mean AF_UNSPEC, any type, these flags. */
+		q.ai_flags = AI_V4MAPPED | AI_ADDRCONFIG;
+	}
+	sel = run_selection(c, &st, &heap);
+	if (!sel)
+		return EAI_MEMORY;
+	for (size_t k = 0; k < sel->n; k++) {
+		uint32_t idx = sel->order[k];
+		size_t n = 0;
+
+		rc = replica_addrs(c, idx, service, &q, &addrs, &n);
+		if (rc) {
+			last = rc;
+			continue;
+		}
+		for (size_t j = 0; j < n; j++) {
+			struct addrinfo *ai = new_node(&addrs[j]);
+
+			if (!ai) {
+				last = EAI_MEMORY;
+				goto out_fail;
+			}
+			rlb_track_handout(c, idx, ai->ai_addr, ai->ai_addrlen);
+			*tail = ai;
+			tail = &ai->ai_next;
+		}
+		if (n && !canon)
+			canon = c->replicas[idx].host;
+	}
+	if (!head)
+		goto out_fail;
+	if (hints && (hints->ai_flags & AI_CANONNAME)) {
+		head->ai_canonname = strdup(canon);
+		if (!head->ai_canonname) {
+			last = EAI_MEMORY;
+			goto out_fail;
+		}
+	}
+	free(addrs);
+	free(heap);
+	*res = head;
+	return 0;
+out_fail:
+	free_list(head);
+	free(addrs);
+	free(heap);
+	if (last == EAI_SYSTEM && errno == 0)
+		errno = EIO;
+	return last ? last : EAI_NONAME;
+}
+
+/* Round p up to pointer alignment inside buf. */
+static size_t align_ptr(size_t off)
+{
+	return (off + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+}
+
+int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name,
+			      int af, struct hostent *ret, char *buf,
+			      size_t buflen, struct hostent **result,
+			      int *h_errnop)
+{
+	size_t alen = af == AF_INET6 ? sizeof(struct in6_addr) :
+				       sizeof(struct in_addr);
+	struct sel_storage st;
+	struct rlb_selection *sel, *heap;
+	struct addrinfo q = { 0 };
+	struct cached_addr *addrs = NULL;
+	size_t naddrs = 0, nuniq = 0, off, need;
+	const char *hname = NULL;
+	char **aliases, **list;
+	int rc = 0;
+
+	*result = NULL;
+	if (af != AF_INET && af != AF_INET6) {
+		*h_errnop = NETDB_INTERNAL;
+		return EAFNOSUPPORT;
+	}
+	pthread_once(&cache_once, cache_init);
+	q.ai_family = af;
+	q.ai_socktype = SOCK_STREAM;
+	sel = run_selection(c, &st, &heap);
+	if (!sel) {
+		*h_errnop = NETDB_INTERNAL;
+		return ENOMEM;
+	}
+	for (size_t k = 0; k < sel->n; k++) {
+		size_t before = naddrs;
+
+		if (replica_addrs(c, sel->order[k], NULL, &q, &addrs,
+				  &naddrs) == 0 &&
+		    naddrs > before && !hname)
+			hname = c->replicas[sel->order[k]].host;
+		for (size_t j = before; j < naddrs; j++)
+			rlb_track_handout(c, sel->order[k],
+					  (struct sockaddr *)&addrs[j].addr,
+					  addrs[j].addrlen);
+	}
+	if (naddrs == 0) {
+		*h_errnop = HOST_NOT_FOUND;
+		goto out_free;
+	}
+	/* Layout in buf: addresses, name, alias, then the pointer arrays. */
+	need = naddrs * alen + strlen(hname) + 1 + strlen(name) + 1;
+	need = align_ptr(need) + (2 + naddrs + 1) * sizeof(char *);
+	if (need > buflen) {
+		*h_errnop = NETDB_INTERNAL;
+		rc = ERANGE;
+		goto out_free;
+	}
+	list = (char **)(buf + align_ptr(naddrs * alen + strlen(hname) + 1 +
+					 strlen(name) + 1));
+	aliases = list + naddrs + 1;
+	for (size_t j = 0; j < naddrs; j++) {
+		const void *src = af == AF_INET6 ?
+			(const void *)&((struct sockaddr_in6 *)&addrs[j].addr)
+				->sin6_addr :
+			(const void *)&((struct sockaddr_in *)&addrs[j].addr)
+				->sin_addr;
+		size_t u;
+
+		for (u = 0; u < nuniq; u++)
+			if (memcmp(list[u], src, alen) == 0)
+				break;
+		if (u < nuniq)
+			continue;
+		list[nuniq] = buf + nuniq * alen;
+		memcpy(list[nuniq++], src, alen);
+	}
+	list[nuniq] = NULL;
+	off = naddrs * alen;
+	ret->h_name = strcpy(buf + off, hname);
+	off += strlen(hname) + 1;
+	aliases[0] = strcpy(buf + off, name);
+	aliases[1] = NULL;
+	ret->h_aliases = aliases;
+	ret->h_addrtype = af;
+	ret->h_length = (int)alen;
+	ret->h_addr_list = list;
+	*result = ret;
+	*h_errnop = NETDB_SUCCESS;
+out_free:
+	free(addrs);
+	free(heap);
+	return rc;
+}

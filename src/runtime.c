@@ -1,3 +1,250 @@
-/* runtime.c - (in progress) */
+/* runtime.c - process-wide state of the library: the config snapshot in
+ * force, hot reload, fork handling and the local hostname. */
 #include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "rlb.h"
+
+/* How often the resolution path may stat() the config files. */
+#define RELOAD_INTERVAL_MS 1000
+
+/*
+ * The snapshot in force. Readers take a reference under cfg_lock (a
+ * pointer load and an increment: nanoseconds); a reload builds the new
+ * snapshot outside the lock and swaps it in. The last reference frees.
+ */
+static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rlb_config *_Atomic current;
+static bool disabled;
+static atomic_llong next_check_ms;
+static atomic_flag reload_busy = ATOMIC_FLAG_INIT;
+/* Stamps of the last broken config reported, so it is reported once. */
+static struct timespec broken_mtime;
+static off_t broken_size = -1;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&cfg_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&cfg_lock);
+}
+
+static void atfork_child(void)
+{
+	pthread_mutex_unlock(&cfg_lock);
+	rlb_util_after_fork_child();
+}
+
+static void apply_logging(const struct rlb_config *cfg)
+{
+	enum rlb_log_level level = RLB_LOG_WARNING;
+	const char *env = rlb_env("REPLICALB_LOG_LEVEL");
+
+	if (cfg) {
+		rlb_log_configure(cfg->log_level, cfg->log_target);
+		return;
+	}
+	if (env)
+		rlb_log_level_parse(env, &level);
+	rlb_log_configure(level, RLB_LOG_STDERR);
+}
+
+/* Report a broken config once: its first error and how many follow. */
+static void report_broken(const struct rlb_diag *diag, bool keeping)
+{
+	if (diag->n == 0)
+		return;
+	rlb_log(RLB_LOG_ERROR, "%s%s%s", diag->msgs[0],
+		diag->n > 1 ? " (and more errors: run replicalbctl check)" : "",
+		keeping ? "; keeping the last good config" :
+			  "; passing everything through");
+}
+
+static bool same_broken_file(const char *path)
+{
+	struct rlb_file_stamp probe = { 0 };
+	struct stat st;
+
+	if (!path || stat(path, &st) != 0)
+		return false;
+	probe.mtime = st.st_mtim;
+	probe.size = st.st_size;
+	if (probe.size == broken_size &&
+	    probe.mtime.tv_sec == broken_mtime.tv_sec &&
+	    probe.mtime.tv_nsec == broken_mtime.tv_nsec)
+		return true;
+	broken_size = probe.size;
+	broken_mtime = probe.mtime;
+	return false;
+}
+
+/*
+ * Load the config from the environment's lookup; on success make it the
+ * current one. Keeps the current one on any failure.
+ */
+static void load_config(bool initial)
+{
+	struct rlb_config_source src;
+	struct rlb_diag diag = { 0 };
+	struct rlb_config *cfg = NULL, *old;
+	int rc;
+
+	rlb_config_source_from_env(&src);
+	rc = rlb_config_load(&src, &cfg, &diag);
+	if (rc == -ENOENT) {
+		/* No config: pass through silently (keep a running one). */
+		goto out_free_diag;
+	}
+	if (rc < 0) {
+		if (!same_broken_file(src.path))
+			report_broken(&diag, !initial && current);
+		goto out_free_diag;
+	}
+	broken_size = -1;
+	if (rlb_runtime_prepare(cfg, true) < 0) {
+		rlb_log(RLB_LOG_ERROR, "%s: out of memory preparing config",
+			src.path);
+		rlb_config_free(cfg);
+		goto out_free_diag;
+	}
+	apply_logging(cfg);
+	pthread_mutex_lock(&cfg_lock);
+	old = current;
+	current = cfg;
+	pthread_mutex_unlock(&cfg_lock);
+	if (old) {
+		rlb_log(RLB_LOG_INFO, "reloaded %s", src.path);
+		rlb_runtime_release(old);
+	}
+out_free_diag:
+	rlb_diag_free(&diag);
+}
+
+static void runtime_init(void)
+{
+	int saved = errno;
+	const char *off = rlb_env("REPLICALB_DISABLE");
+
+	disabled = off && strcmp(off, "0") != 0;
+	if (disabled)
+		goto out;
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	apply_logging(NULL);
+	load_config(true);
+	atomic_store(&next_check_ms, rlb_monotonic_ms() + RELOAD_INTERVAL_MS);
+out:
+	errno = saved;
+}
+
+/* At most one thread at a time, at most once a second, looks for a
+ * changed config file; others go on with the snapshot they have. */
+static void maybe_reload(void)
+{
+	long long now = rlb_monotonic_ms();
+	bool changed;
+
+	if (now < atomic_load_explicit(&next_check_ms, memory_order_relaxed))
+		return;
+	if (atomic_flag_test_and_set(&reload_busy))
+		return;
+	atomic_store(&next_check_ms, now + RELOAD_INTERVAL_MS);
+	pthread_mutex_lock(&cfg_lock);
+	changed = !current || rlb_config_changed(current);
+	pthread_mutex_unlock(&cfg_lock);
+	if (changed)
+		load_config(false);
+	atomic_flag_clear(&reload_busy);
+}
+
+struct rlb_config *rlb_runtime_acquire(void)
+{
+	struct rlb_config *cfg;
+	int saved = errno;
+
+	pthread_once(&init_once, runtime_init);
+	if (disabled)
+		return NULL;
+	maybe_reload();
+	pthread_mutex_lock(&cfg_lock);
+	cfg = current;
+	if (cfg)
+		atomic_fetch_add_explicit(&cfg->refs, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&cfg_lock);
+	errno = saved;
+	return cfg;
+}
+
+void rlb_runtime_release(struct rlb_config *cfg)
+{
+	int saved = errno;
+
+	if (cfg && atomic_fetch_sub_explicit(&cfg->refs, 1,
+					     memory_order_acq_rel) == 1)
+		rlb_config_free(cfg);
+	errno = saved;
+}
+
+bool rlb_runtime_active(void)
+{
+	return !disabled && atomic_load_explicit(&current, memory_order_relaxed);
+}
+
+static char fqdn[RLB_MAX_HOST + 1];
+static pthread_once_t fqdn_once = PTHREAD_ONCE_INIT;
+
+/* SPEC 3.2: canonical name of gethostname(), else gethostname(). */
+static void compute_fqdn(void)
+{
+	struct addrinfo hints = { 0 }, *res = NULL;
+	char host[RLB_MAX_HOST + 1] = "";
+	int saved = errno;
+
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	snprintf(fqdn, sizeof(fqdn), "%s", host);
+	hints.ai_flags = AI_CANONNAME | AI_ADDRCONFIG;
+	hints.ai_family = AF_UNSPEC;
+	if (host[0] && rlb_libc()->getaddrinfo(host, NULL, &hints, &res) == 0) {
+		if (res && res->ai_canonname && res->ai_canonname[0])
+			snprintf(fqdn, sizeof(fqdn), "%s", res->ai_canonname);
+		rlb_libc()->freeaddrinfo(res);
+	}
+	errno = saved;
+}
+
+const char *rlb_runtime_local_hostname(const struct rlb_config *cfg)
+{
+	if (cfg && cfg->local_hostname)
+		return cfg->local_hostname;
+	pthread_once(&fqdn_once, compute_fqdn);
+	return fqdn;
+}
+
+int rlb_runtime_prepare(struct rlb_config *cfg, bool prune)
+{
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+		const char *local = "";
+
+		if (rlb_policy_uses_hostname(c->s.load_balancing))
+			local = c->local_hostname ?
+					c->local_hostname :
+					rlb_runtime_local_hostname(cfg);
+		if (rlb_policy_precompute(c, local) < 0)
+			return -ENOMEM;
+	}
+	rlb_health_attach_all(cfg, prune);
+	return 0;
+}

@@ -1,3 +1,391 @@
-/* track.c - (in progress) */
+/* track.c - error attribution: which addresses were handed out for which
+ * replica, which sockets have a connect to one pending, and counting the
+ * failures SPEC 5 lists against their replicas. */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
 #include "rlb.h"
+
+#define ADDR_SLOTS 16384	/* handed-out (address, replica) pairs */
+#define FD_SLOTS 65536		/* sockets tracked while connecting */
+#define MAX_OWNERS 8		/* replicas one address may belong to */
+
+/* A normalised destination: v4-mapped v6 addresses count as v4. */
+struct dest {
+	uint8_t family;		/* AF_INET or AF_INET6 */
+	uint16_t port;		/* network order */
+	uint8_t addr[16];
+};
+
+enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
+
+/*
+ * One handed-out address of one replica. Written once, then published by
+ * `state`; never removed (the table is bounded by the config's
+ * replicas and their addresses), so readers need no lock.
+ */
+struct addr_slot {
+	_Atomic uint32_t state;
+	struct dest d;		/* port 0: any port (gethostbyname) */
+	uint64_t cluster;	/* cluster name_hash */
+	uint64_t replica;	/* replica identity */
+};
+
+/* A socket whose connect to a replica address is pending. */
+struct fd_slot {
+	_Atomic uint32_t pending;
+	struct dest d;
+	ino_t ino;		/* socket inode, against reused fds */
+	int64_t start_ms;	/* monotonic start of the attempt */
+};
+
+static struct addr_slot *addr_table;
+static struct fd_slot *fd_table;
+static atomic_bool active;
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_init(void)
+{
+	void *a = mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	void *f = mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	if (a == MAP_FAILED || f == MAP_FAILED) {
+		if (a != MAP_FAILED)
+			munmap(a, ADDR_SLOTS * sizeof(struct addr_slot));
+		if (f != MAP_FAILED)
+			munmap(f, FD_SLOTS * sizeof(struct fd_slot));
+		rlb_log(RLB_LOG_WARNING,
+			"no memory for connect tracking: errors not counted");
+		return;
+	}
+	addr_table = a;
+	fd_table = f;
+}
+
+static bool to_dest(const struct sockaddr *sa, socklen_t len,
+		    struct dest *d)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0,
+					      0, 0, 0, 0, 0xff, 0xff };
+
+	memset(d, 0, sizeof(*d));
+	if (!sa)
+		return false;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		d->family = AF_INET;
+		d->port = in->sin_port;
+		memcpy(d->addr, &in->sin_addr, 4);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		d->port = in6->sin6_port;
+		if (memcmp(&in6->sin6_addr, v4mapped, 12) == 0) {
+			d->family = AF_INET;
+			memcpy(d->addr, (const uint8_t *)&in6->sin6_addr + 12, 4);
+		} else {
+			d->family = AF_INET6;
+			memcpy(d->addr, &in6->sin6_addr, 16);
+		}
+		return true;
+	}
+	return false;
+}
+
+static size_t addr_home(const struct dest *d)
+{
+	return rlb_hash64(d->addr, sizeof(d->addr), d->family) % ADDR_SLOTS;
+}
+
+static bool same_addr(const struct dest *a, const struct dest *b)
+{
+	return a->family == b->family &&
+	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+void rlb_track_handout(const struct rlb_cluster *c, size_t i,
+		       const struct sockaddr *sa, socklen_t len)
+{
+	struct dest d;
+	size_t home, k;
+
+	if (!to_dest(sa, len, &d))
+		return;
+	pthread_once(&tables_once, tables_init);
+	if (!addr_table)
+		return;
+	home = addr_home(&d);
+	for (k = 0; k < ADDR_SLOTS; k++) {
+		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
+		uint32_t state = atomic_load_explicit(&s->state,
+						      memory_order_acquire);
+
+		if (state == SLOT_READY) {
+			if (same_addr(&s->d, &d) && s->d.port == d.port &&
+			    s->cluster == c->name_hash &&
+			    s->replica == c->replicas[i].identity)
+				break;
+			continue;
+		}
+		if (state == SLOT_WRITING)
+			continue;
+		if (!atomic_compare_exchange_strong(&s->state, &state,
+						    SLOT_WRITING))
+			continue;
+		s->d = d;
+		s->cluster = c->name_hash;
+		s->replica = c->replicas[i].identity;
+		atomic_store_explicit(&s->state, SLOT_READY,
+				      memory_order_release);
+		break;
+	}
+	if (k == ADDR_SLOTS)
+		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");
+	atomic_store_explicit(&active, true, memory_order_release);
+}
+
+struct owner {
+	uint64_t cluster;
+	uint64_t replica;
+};
+
+/* The replicas destination d was handed out for (deduplicated). */
+static size_t find_owners(const struct dest *d, struct owner *owners)
+{
+	size_t home = addr_home(d), n = 0;
+
+	if (!addr_table)
+		return 0;
+	for (size_t k = 0; k < ADDR_SLOTS; k++) {
+		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
+		uint32_t state = atomic_load_explicit(&s->state,
+						      memory_order_acquire);
+		size_t j;
+
+		if (state == SLOT_EMPTY)
+			break;
+		if (state != SLOT_READY || !same_addr(&s->d, d) ||
+		    (s->d.port && s->d.port != d->port))
+			continue;
+		for (j = 0; j < n; j++)
+			if (owners[j].cluster == s->cluster &&
+			    owners[j].replica == s->replica)
+				break;
+		if (j == n && n < MAX_OWNERS) {
+			owners[n].cluster = s->cluster;
+			owners[n].replica = s->replica;
+			n++;
+		}
+	}
+	return n;
+}
+
+bool rlb_track_counts(int err)
+{
+	switch (err) {
+	case ECONNREFUSED:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+	case ECONNRESET:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Count error err against every replica d belongs to in the config in
+ * force. A pending attempt abandoned after age_ms counts only where the
+ * cluster's connect_timeout_ms has passed (age_ms < 0: count always).
+ */
+static void charge(const struct dest *d, int err, int64_t age_ms)
+{
+	struct owner owners[MAX_OWNERS];
+	struct rlb_config *cfg;
+	size_t n = find_owners(d, owners);
+
+	if (n == 0 || !(cfg = rlb_runtime_acquire()))
+		return;
+	for (size_t k = 0; k < n; k++) {
+		for (size_t ci = 0; ci < cfg->nclusters; ci++) {
+			struct rlb_cluster *c = &cfg->clusters[ci];
+
+			if (c->name_hash != owners[k].cluster)
+				continue;
+			if (age_ms >= 0 && age_ms < c->s.connect_timeout_ms)
+				continue;
+			for (size_t i = 0; i < c->nreplicas; i++) {
+				if (c->replicas[i].identity !=
+				    owners[k].replica)
+					continue;
+				rlb_health_add_errors(c, i, 1);
+				rlb_log(RLB_LOG_DEBUG,
+					"%s: replica %s: connect failed (%s): "
+					"error counted, errors now %llu",
+					c->name, c->replicas[i].host,
+					strerror(err),
+					(unsigned long long)rlb_health_errors(
+						c, i, 0, false));
+			}
+		}
+	}
+	rlb_runtime_release(cfg);
+}
+
+static struct fd_slot *fd_slot(int fd)
+{
+	if (!fd_table || fd < 0 || fd >= FD_SLOTS)
+		return NULL;
+	return &fd_table[fd];
+}
+
+static ino_t socket_ino(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+/* Whether a TCP socket is still in SYN_SENT: its connect is pending. */
+static bool still_connecting(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		return false;
+	return ti.tcpi_state == TCP_SYN_SENT;
+}
+
+static void set_pending(int fd, const struct dest *d)
+{
+	struct fd_slot *s = fd_slot(fd);
+
+	if (!s)
+		return;
+	atomic_store_explicit(&s->pending, 0, memory_order_relaxed);
+	s->d = *d;
+	s->ino = socket_ino(fd);
+	s->start_ms = rlb_monotonic_ms();
+	atomic_store_explicit(&s->pending, 1, memory_order_release);
+}
+
+/* Take the pending entry of fd if it is this very socket. */
+static bool take_pending(int fd, struct fd_slot *copy)
+{
+	struct fd_slot *s = fd_slot(fd);
+
+	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
+		return false;
+	*copy = *s;
+	if (!atomic_exchange(&s->pending, 0))
+		return false;
+	return copy->ino == socket_ino(fd);
+}
+
+static void clear_pending(int fd)
+{
+	struct fd_slot *s = fd_slot(fd);
+
+	if (s)
+		atomic_store_explicit(&s->pending, 0, memory_order_relaxed);
+}
+
+bool rlb_track_active(void)
+{
+	return atomic_load_explicit(&active, memory_order_relaxed);
+}
+
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct owner owners[MAX_OWNERS];
+	struct dest d;
+	int rc, err, flags;
+
+	if (!to_dest(sa, len, &d) || !find_owners(&d, owners)) {
+		clear_pending(fd);
+		return rlb_libc()->connect(fd, sa, len);
+	}
+	rc = rlb_libc()->connect(fd, sa, len);
+	if (rc == 0) {
+		clear_pending(fd);
+		return 0;
+	}
+	err = errno;
+	if (err == EINPROGRESS) {
+		flags = fcntl(fd, F_GETFL);
+		if (flags >= 0 && !(flags & O_NONBLOCK)) {
+			/* A blocking connect cut short by SO_SNDTIMEO. */
+			charge(&d, ETIMEDOUT, -1);
+		} else {
+			set_pending(fd, &d);
+		}
+	} else if (err == EINTR) {
+		/* The attempt goes on in the background. */
+		set_pending(fd, &d);
+	} else if (err != EALREADY) {
+		clear_pending(fd);
+		if (rlb_track_counts(err))
+			charge(&d, err, -1);
+	}
+	errno = err;
+	return rc;
+}
+
+int rlb_track_getsockopt(int fd, int level, int name, void *val,
+			 socklen_t *len)
+{
+	struct fd_slot *s = fd_slot(fd), copy;
+	int rc = rlb_libc()->getsockopt(fd, level, name, val, len);
+	int saved = errno, err;
+
+	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !s ||
+	    !atomic_load_explicit(&s->pending, memory_order_acquire) ||
+	    !len || *len < sizeof(int))
+		return rc;
+	memcpy(&err, val, sizeof(err));
+	if (err == 0 && still_connecting(fd))
+		goto out;
+	if (take_pending(fd, &copy) && rlb_track_counts(err))
+		charge(&copy.d, err, -1);
+out:
+	errno = saved;
+	return rc;
+}
+
+int rlb_track_close(int fd)
+{
+	struct fd_slot copy;
+	int err = 0, saved = errno;
+	socklen_t len = sizeof(err);
+
+	if (take_pending(fd, &copy)) {
+		if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
+					   &len) == 0 &&
+		    rlb_track_counts(err))
+			charge(&copy.d, err, -1);
+		else if (still_connecting(fd))
+			charge(&copy.d, ETIMEDOUT,
+			       rlb_monotonic_ms() - copy.start_ms);
+	}
+	errno = saved;
+	return rlb_libc()->close(fd);
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""replica_server.py - a stand-in replica for the integration tests.
+
+Stdlib only. Listens on --host:--port and identifies itself by --name:
+
+  --mode http       any GET is answered "replica=NAME\\n" (threaded)
+  --mode tcp        every connection gets "replica=NAME\\n", then is closed
+  --mode blackhole  a listener whose accept queue is full (listen(0), one
+                    connection queued, never accepted): further SYNs are
+                    dropped, so a connect to it stays pending
+
+Prints "ready" on stdout once listening, writes --pidfile, exits 0 on
+SIGTERM or SIGINT.
+"""
+
+import argparse
+import http.server
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--name", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--mode", choices=("http", "tcp", "blackhole"),
+                   default="http")
+    p.add_argument("--pidfile")
+    return p.parse_args()
+
+
+def listener(host, port, backlog):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(backlog)
+    return s
+
+
+def serve_http(args, stop):
+    body = ("replica=%s\n" % args.name).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt, *a):
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        allow_reuse_address = True
+        daemon_threads = True
+        request_queue_size = 128
+        address_family = (socket.AF_INET6 if ":" in args.host
+                          else socket.AF_INET)
+
+    srv = Server((args.host, args.port), Handler)
+    t = threading.Thread(target=srv.serve_forever, kwargs={
+        "poll_interval": 0.05}, daemon=True)
+    t.start()
+    ready()
+    stop.wait()
+    srv.shutdown()
+    srv.server_close()
+
+
+def serve_tcp(args, stop):
+    # Single-threaded accept loop: writing a short line to a fresh socket
+    # never blocks, and this keeps up with the thread stress test.
+    msg = ("replica=%s\n" % args.name).encode()
+    s = listener(args.host, args.port, 1024)
+    ready()
+    while not stop.is_set():
+        r, _, _ = select.select([s], [], [], 0.1)
+        if not r:
+            continue
+        try:
+            c, _ = s.accept()
+        except OSError:
+            continue
+        try:
+            c.sendall(msg)
+        except OSError:
+            pass
+        c.close()
+    s.close()
+
+
+def serve_blackhole(args, stop):
+    s = listener(args.host, args.port, 0)
+    fillers = []
+    # Fill the accept queue; stop as soon as a connect stays pending.
+    for _ in range(8):
+        c = socket.socket(s.family, socket.SOCK_STREAM)
+        c.setblocking(False)
+        c.connect_ex((args.host, args.port))
+        fillers.append(c)
+        _, w, _ = select.select([], [c], [], 0.3)
+        if not w:
+            break
+    else:
+        raise RuntimeError("blackhole: accept queue never filled")
+    ready()
+    stop.wait()
+    for c in fillers:
+        c.close()
+    s.close()
+
+
+def ready():
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+
+
+def main():
+    args = parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    if args.pidfile:
+        with open(args.pidfile, "w") as f:
+            f.write("%d\n" % os.getpid())
+    serve = {"http": serve_http, "tcp": serve_tcp,
+             "blackhole": serve_blackhole}[args.mode]
+    failed = []
+
+    def run():
+        try:
+            serve(args, stop)
+        except Exception as e:
+            failed.append(e)
+            stop.set()
+
+    # The main thread only waits, so that signal handlers run promptly.
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if failed:
+        sys.stderr.write("replica_server %s: %s\n" % (args.name, failed[0]))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,403 @@
+# tests/lib.sh - shared helpers for the integration tests (sourced by bash).
+#
+# A test does:
+#
+#	. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+#	rlb_setup			# temp dir, cleanup trap, clean environment
+#	write_config <<EOF ... EOF	# $REPLICALB_CONFIG
+#	start_replica r1 127.0.0.2 "$PORT" http
+#	check_eq "name" "expected" "$(preload curl ...)"
+#	finish				# "N passed, M failed", exit status
+#
+# Environment from `make check`: top_srcdir, top_builddir, RLB_LIB. When a
+# test is run by hand from a build directory they default to this source
+# tree, the current directory and ./.libs/libreplicalb.so.
+#
+# Variables for tests: T (temp dir), PY (/usr/bin/python3), RLBCTL,
+# NSS_WRAPPER_LIB, GAI (python resolver probe, see gai below).
+
+set -u
+
+: "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+: "${top_builddir:=$(pwd)}"
+: "${RLB_LIB:=$top_builddir/.libs/libreplicalb.so}"
+export top_srcdir top_builddir RLB_LIB
+
+PY=/usr/bin/python3
+RLBCTL=$top_builddir/replicalbctl
+NSS_WRAPPER_LIB=/usr/lib/x86_64-linux-gnu/libnss_wrapper.so
+SERVER=$top_srcdir/tests/helpers/replica_server.py
+
+RLB_PASS=0
+RLB_FAIL=0
+T=
+
+# ---------------------------------------------------------------------
+# Results
+
+pass()
+{
+	RLB_PASS=$((RLB_PASS + 1))
+	echo "ok - $1"
+}
+
+# fail NAME [DETAIL]
+fail()
+{
+	RLB_FAIL=$((RLB_FAIL + 1))
+	echo "FAIL - $1${2:+: $2}"
+}
+
+# check NAME CMD... : passes when CMD exits 0; shows its output otherwise.
+check()
+{
+	local name=$1 out
+	shift
+	out=$("$@" 2>&1)
+	if [ $? -eq 0 ]; then
+		pass "$name"
+	else
+		fail "$name" "command failed: $*"
+		[ -n "$out" ] && printf '%s\n' "$out" | head -20 | sed 's/^/    | /'
+	fi
+	return 0
+}
+
+# check_not NAME CMD... : passes when CMD exits non-zero.
+check_not()
+{
+	local name=$1
+	shift
+	if "$@" >/dev/null 2>&1; then
+		fail "$name" "command succeeded: $*"
+	else
+		pass "$name"
+	fi
+}
+
+# check_eq NAME EXPECTED ACTUAL
+check_eq()
+{
+	if [ "$2" = "$3" ]; then
+		pass "$1"
+	else
+		fail "$1" "expected [$2], got [$3]"
+	fi
+}
+
+# check_match NAME ERE ACTUAL : ACTUAL (any line) matches the extended regex.
+check_match()
+{
+	if printf '%s\n' "$3" | grep -Eq -- "$2"; then
+		pass "$1"
+	else
+		fail "$1" "[$3] does not match /$2/"
+	fi
+}
+
+# check_ge NAME MIN ACTUAL : integer ACTUAL >= MIN.
+check_ge()
+{
+	case $3 in
+	'' | *[!0-9]*) fail "$1" "expected a number >= $2, got [$3]" ;;
+	*) if [ "$3" -ge "$2" ]; then pass "$1"; else
+		fail "$1" "expected >= $2, got $3"; fi ;;
+	esac
+}
+
+# check_empty NAME FILE : FILE exists and is empty (e.g. captured stderr).
+check_empty()
+{
+	if [ -f "$2" ] && [ ! -s "$2" ]; then
+		pass "$1"
+	else
+		fail "$1" "not empty: $(head -c 600 "$2" 2>/dev/null)"
+	fi
+}
+
+# finish : the summary line; exit 1 if anything failed.
+finish()
+{
+	echo "$RLB_PASS passed, $RLB_FAIL failed"
+	[ "$RLB_FAIL" -eq 0 ] && exit 0
+	exit 1
+}
+
+# skip REASON : exit 77, only when the environment truly cannot run a test.
+skip()
+{
+	echo "SKIP: $*"
+	exit 77
+}
+
+# ---------------------------------------------------------------------
+# Setup and cleanup
+
+# rlb_setup : temp dir $T, cleanup trap, a clean replicalb environment:
+# REPLICALB_CONFIG=$T/replicalb.conf (not yet written: unconfigured),
+# REPLICALB_STATE_DIR=$T/state, every other REPLICALB_* unset.
+rlb_setup()
+{
+	local v
+	T=$(mktemp -d "${TMPDIR:-/tmp}/rlbtest.XXXXXX") || exit 1
+	trap rlb_cleanup EXIT
+	trap 'exit 1' INT TERM HUP
+	for v in $(compgen -e); do
+		case $v in
+		REPLICALB_* | NSS_WRAPPER_*) unset "$v" ;;
+		esac
+	done
+	unset LD_PRELOAD
+	export REPLICALB_CONFIG=$T/replicalb.conf
+	export REPLICALB_STATE_DIR=$T/state
+	export PYTHONDONTWRITEBYTECODE=1
+	export LC_ALL=C
+	write_gai_probe
+	if [ ! -f "$RLB_LIB" ]; then
+		echo "library not built: $RLB_LIB"
+		exit 1
+	fi
+}
+
+rlb_cleanup()
+{
+	local f pid pids= i
+	for f in "$T"/*.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f" 2>/dev/null)
+		[ -n "$pid" ] && pids="$pids $pid"
+	done
+	pids="$pids ${RLB_BG_PIDS:-}"
+	for pid in $pids; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for i in $(seq 40); do
+		pid=
+		for pid in $pids; do
+			kill -0 "$pid" 2>/dev/null && break
+			pid=
+		done
+		[ -z "$pid" ] && break
+		sleep 0.05
+	done
+	for pid in $pids; do
+		kill -KILL "$pid" 2>/dev/null
+	done
+	[ -n "$T" ] && rm -rf "$T"
+}
+
+# bg_track PID : have the cleanup trap kill a background process.
+bg_track()
+{
+	RLB_BG_PIDS="${RLB_BG_PIDS:-} $1"
+}
+
+# write_config : stdin -> $REPLICALB_CONFIG, replaced atomically (rename),
+# so that a process that is reloading never reads half a file.
+write_config()
+{
+	cat >"$REPLICALB_CONFIG.tmp.$$" && mv -f "$REPLICALB_CONFIG.tmp.$$" "$REPLICALB_CONFIG"
+}
+
+# ---------------------------------------------------------------------
+# Ports and replica servers
+
+# free_port : a TCP port in 20000-60000 that is free on every loopback
+# address (checked by binding the wildcard address).
+free_port()
+{
+	$PY - <<'EOF'
+import random, socket, sys
+for _ in range(200):
+    port = random.randint(20000, 60000)
+    ok = True
+    for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        try:
+            s.bind((addr, port))
+        except OSError:
+            ok = False
+        finally:
+            s.close()
+    if ok:
+        print(port)
+        sys.exit(0)
+sys.exit("no free port")
+EOF
+}
+
+# start_replica NAME ADDR PORT [http|tcp|blackhole] : start replica_server.py
+# in the background (not preloaded) and wait until it listens.
+start_replica()
+{
+	local name=$1 addr=$2 port=$3 mode=${4:-http} i
+	rm -f "$T/srv-$name.out"
+	$PY "$SERVER" --name "$name" --host "$addr" --port "$port" \
+		--mode "$mode" --pidfile "$T/srv-$name.pid" \
+		>"$T/srv-$name.out" 2>&1 &
+	echo $! >"$T/srv-$name.pid"
+	for i in $(seq 100); do
+		grep -q '^ready$' "$T/srv-$name.out" 2>/dev/null && return 0
+		kill -0 "$(cat "$T/srv-$name.pid")" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "replica $name ($addr:$port $mode) did not start:"
+	sed 's/^/    | /' "$T/srv-$name.out"
+	return 1
+}
+
+# stop_replica NAME : SIGTERM and wait (bounded) until it has exited.
+stop_replica()
+{
+	local f=$T/srv-$1.pid pid i
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	kill -TERM "$pid" 2>/dev/null
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	rm -f "$f"
+	return 0
+}
+
+# ---------------------------------------------------------------------
+# Running things
+
+# preload CMD... : run CMD with the library preloaded.
+preload()
+{
+	env LD_PRELOAD="$RLB_LIB" "$@"
+}
+
+# preload_nss CMD... : the library stacked over nss_wrapper (set
+# NSS_WRAPPER_HOSTS / NSS_WRAPPER_HOSTNAME first).
+preload_nss()
+{
+	env LD_PRELOAD="$RLB_LIB $NSS_WRAPPER_LIB" "$@"
+}
+
+# nss_only CMD... : nss_wrapper alone, the baseline for preload_nss.
+nss_only()
+{
+	env LD_PRELOAD="$NSS_WRAPPER_LIB" "$@"
+}
+
+# rlbctl ARGS... : the build tree's replicalbctl, same environment.
+rlbctl()
+{
+	"$RLBCTL" "$@"
+}
+
+# peek NAME : the order a resolution of NAME would give now, unchanged.
+peek()
+{
+	rlbctl resolve --peek "$1"
+}
+
+# replica_errors CLUSTER HOST[:PORT] : the replica's error count from
+# `replicalbctl status --json`, or "missing" / "bad-json".
+replica_errors()
+{
+	rlbctl status --json 2>/dev/null | $PY -c '
+import json, sys
+cluster, host = sys.argv[1], sys.argv[2]
+port = None
+if host.count(":") == 1:
+    host, port = host.split(":")
+    port = int(port)
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    print("bad-json")
+    sys.exit(0)
+for c in doc.get("clusters", []):
+    if c.get("name", "").lower() != cluster.lower():
+        continue
+    for r in c.get("replicas", []):
+        if r.get("host") == host and (port is None or r.get("port") == port):
+            print(r.get("errors"))
+            sys.exit(0)
+print("missing")
+' "$1" "$2"
+}
+
+# wait_until SECONDS CMD... : poll CMD every 0.1 s until it succeeds.
+wait_until()
+{
+	local n=$(($1 * 10)) i
+	shift
+	for i in $(seq "$n"); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# log_lines FILE : lines of FILE that look like replicalb messages.
+log_lines()
+{
+	grep -cE '^replicalb\[[0-9]+\]: ' "$1" 2>/dev/null
+}
+
+# ---------------------------------------------------------------------
+# The resolver probe: $PY "$GAI" [options] NAME [SERVICE]
+#
+# Prints one line per resolution (-n COUNT, default 1) with the results
+# of getaddrinfo in list order, as "ADDR:PORT" words (-f full adds
+# family/socktype/proto), or "error NAME" with the EAI_* name. Options:
+#   -n COUNT   resolutions in one process
+#   -4 / -6    AF_INET / AF_INET6 hints (default AF_UNSPEC)
+#   -t TYPE    socktype: stream (default), dgram, any (0)
+#   -c         AI_CANONNAME; the line starts with "canon=NAME"
+#   -N         AI_NUMERICHOST
+#   -u         unique addresses only (drop the port), for order checks
+#   -s SECS    sleep between resolutions
+#   -T         prefix each line with the monotonic time
+write_gai_probe()
+{
+	GAI=$T/gai.py
+	cat >"$GAI" <<'EOF'
+import getopt, socket, sys, time
+opts, args = getopt.getopt(sys.argv[1:], "n:46t:cNus:Tf")
+o = dict(opts)
+name = args[0]
+if name == "NULL":
+    name = None
+service = args[1] if len(args) > 1 else None
+fam = socket.AF_INET if "-4" in o else socket.AF_INET6 if "-6" in o else 0
+typ = {"stream": socket.SOCK_STREAM, "dgram": socket.SOCK_DGRAM,
+       "any": 0}[o.get("-t", "stream")]
+flags = (socket.AI_CANONNAME if "-c" in o else 0) | \
+        (socket.AI_NUMERICHOST if "-N" in o else 0)
+eai = {getattr(socket, k): k for k in dir(socket) if k.startswith("EAI_")}
+for i in range(int(o.get("-n", "1"))):
+    if i and "-s" in o:
+        time.sleep(float(o["-s"]))
+    words = []
+    try:
+        res = socket.getaddrinfo(name, service, fam, typ, 0, flags)
+        if "-c" in o:
+            words.append("canon=" + res[0][3])
+        seen = []
+        for f, t, p, canon, sa in res:
+            if "-u" in o:
+                if sa[0] not in seen:
+                    seen.append(sa[0])
+                continue
+            w = "%s:%d" % (("[%s]" % sa[0]) if f == socket.AF_INET6
+                           else sa[0], sa[1])
+            if "-f" in o:
+                w += "/%d/%d/%d" % (f, t, p)
+            words.append(w)
+        words += seen
+    except socket.gaierror as e:
+        words = ["error", eai.get(e.errno, str(e.errno))]
+    line = " ".join(words)
+    if "-T" in o:
+        line = "%.3f %s" % (time.monotonic(), line)
+    print(line, flush=True)
+EOF
+}

@@ -1,0 +1,638 @@
+/* test_policy.c - unit tests of policy.c: names, hostname distances,
+ * precomputed and per-selection policy priorities. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rlb.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A cluster built by hand, as config.c would leave it. */
+static struct rlb_cluster *cluster_new(enum rlb_policy p,
+				       const char *const *hosts, size_t n)
+{
+	struct rlb_cluster *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	c->name = strdup("test.cluster");
+	c->s.load_balancing = p;
+	c->s.half_life = 60;
+	c->s.error_cap = 1000;
+	c->nreplicas = n;
+	c->replicas = calloc(n, sizeof(*c->replicas));
+	assert_non_null(c->replicas);
+	for (size_t i = 0; i < n; i++) {
+		const char *h = hosts ? hosts[i] : "replica";
+
+		c->replicas[i].host = strdup(h);
+		c->replicas[i].priority = 1;
+		c->replicas[i].identity = rlb_hash64(h, strlen(h), i);
+	}
+	return c;
+}
+
+static void cluster_free(struct rlb_cluster *c)
+{
+	for (size_t i = 0; i < c->nreplicas; i++)
+		free(c->replicas[i].host);
+	free(c->replicas);
+	free(c->host_prio);
+	free(c->name);
+	free(c);
+}
+
+/* ---- names ---- */
+
+static void test_policy_names_round_trip(void **state)
+{
+	static const char *const names[RLB_POLICY_COUNT] = {
+		"random",
+		"nearest_hostname",
+		"hostname_levenshtein_distance",
+		"hostname_longest_common_prefix",
+		"hostname_longest_common_suffix",
+		"in_order",
+		"first_or_random",
+		"round_robin",
+	};
+
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		enum rlb_policy out = RLB_POLICY_COUNT;
+
+		assert_string_equal(rlb_policy_name((enum rlb_policy)p),
+				    names[p]);
+		assert_int_equal(rlb_policy_parse(names[p], &out), 0);
+		assert_int_equal(out, p);
+	}
+	assert_string_equal(rlb_policy_name(RLB_POLICY_COUNT), "?");
+}
+
+static void test_policy_parse_rejects_inexact(void **state)
+{
+	static const char *const bad[] = {
+		"", "Random", "RANDOM", "nearest", "round-robin",
+		"in_order ", " in_order", "least_request", "first_or_random_",
+	};
+	enum rlb_policy out = RLB_POLICY_ROUND_ROBIN;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_equal(rlb_policy_parse(bad[i], &out), -1);
+	assert_int_equal(rlb_policy_parse(NULL, &out), -1);
+	assert_int_equal(out, RLB_POLICY_ROUND_ROBIN);
+}
+
+static void test_policy_suggest_close_names(void **state)
+{
+	static const struct {
+		const char *in, *want;
+	} v[] = {
+		{ "nearest", "nearest_hostname" },
+		{ "roundrobin", "round_robin" },
+		{ "IN_ORDER", "in_order" },
+		{ "Round-Robin", "round_robin" },
+		{ "randon", "random" },
+		{ "rand", "random" },
+		{ "first-or-random", "first_or_random" },
+		{ "first", "first_or_random" },
+		{ "nearest_hostnme", "nearest_hostname" },
+		{ "levenshtein", "hostname_levenshtein_distance" },
+		{ "hostname_levenstein_distance",
+		  "hostname_levenshtein_distance" },
+		{ "lcp", "hostname_longest_common_prefix" },
+		{ "LCS", "hostname_longest_common_suffix" },
+		{ "longest_common_suffix", "hostname_longest_common_suffix" },
+		{ "hostname_longest_common_prefx",
+		  "hostname_longest_common_prefix" },
+		{ "inorder", "in_order" },
+		{ "in_ordr", "in_order" },
+		{ "robin", "round_robin" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
+		const char *got = rlb_policy_suggest(v[i].in);
+
+		if (!got || strcmp(got, v[i].want) != 0)
+			fail_msg("suggest(\"%s\") = %s, want %s", v[i].in,
+				 got ? got : "NULL", v[i].want);
+	}
+}
+
+static void test_policy_suggest_nothing_close(void **state)
+{
+	static const char *const far[] = {
+		"xyzzy", "abc", "x", "least_request", "dns", "fastest",
+		"______", "!!!!", "hostname_hostname_hostname_hostname_x",
+	};
+
+	assert_null(rlb_policy_suggest(NULL));
+	assert_null(rlb_policy_suggest(""));
+	for (size_t i = 0; i < ARRAY_SIZE(far); i++) {
+		const char *got = rlb_policy_suggest(far[i]);
+
+		if (got)
+			fail_msg("suggest(\"%s\") = %s, want NULL", far[i],
+				 got);
+	}
+}
+
+static void test_policy_uses_hostname(void **state)
+{
+	assert_false(rlb_policy_uses_hostname(RLB_POLICY_RANDOM));
+	assert_true(rlb_policy_uses_hostname(RLB_POLICY_NEAREST_HOSTNAME));
+	assert_true(rlb_policy_uses_hostname(RLB_POLICY_LEVENSHTEIN));
+	assert_true(rlb_policy_uses_hostname(RLB_POLICY_LCP));
+	assert_true(rlb_policy_uses_hostname(RLB_POLICY_LCS));
+	assert_false(rlb_policy_uses_hostname(RLB_POLICY_IN_ORDER));
+	assert_false(rlb_policy_uses_hostname(RLB_POLICY_FIRST_OR_RANDOM));
+	assert_false(rlb_policy_uses_hostname(RLB_POLICY_ROUND_ROBIN));
+}
+
+/* ---- distance functions ---- */
+
+struct dist_vector {
+	const char *local, *host;
+	size_t dist, lev, lcp, lcs;
+};
+
+/* Every hostname pair of clickhouse-semantics.md section 9, plus edges. */
+static const struct dist_vector vectors[] = {
+	/* TV01 */
+	{ "example01-01-1", "example01-01-1", 0, 0, 14, 14 },
+	{ "example01-01-1", "example01-01-2", 1, 1, 13, 0 },
+	{ "example01-01-1", "example01-02-2", 2, 2, 11, 0 },
+	/* TV02: tail of the longer name ignored by nearest */
+	{ "abc", "abcdef", 0, 3, 3, 0 },
+	{ "abc", "abd", 1, 1, 2, 0 },
+	/* TV03: case */
+	{ "HostA", "hosta", 2, 0, 0, 0 },
+	{ "HostA", "HostB", 1, 1, 4, 0 },
+	/* TV04, TV05 */
+	{ "sfe301", "sde301", 1, 1, 1, 4 },
+	{ "sfe301", "sfe10101", 1, 3, 3, 2 },
+	{ "sfe301", "sde505", 3, 3, 1, 0 },
+	{ "sde101", "sde1010", 0, 1, 6, 0 },
+	{ "sde101", "sde102", 1, 1, 5, 0 },
+	{ "sde101", "sde103", 1, 1, 5, 0 },
+	{ "sde101", "sde1020", 1, 2, 5, 0 },
+	{ "sde101", "sde1030", 1, 2, 5, 0 },
+	/* TV06 */
+	{ "et46gtghn.qc.localdomain", "tr676ddgh.td.localdomain", 11, 9, 0,
+	  12 },
+	{ "et46gtghn.qc.localdomain", "ab999.qc.localdomain", 18, 9, 0, 15 },
+	/* TV07 */
+	{ "ch1.dc1.example.com", "ch2.dc1.example.com", 1, 1, 2, 16 },
+	{ "ch1.dc1.example.com", "ch1.dc2.example.com", 1, 1, 6, 12 },
+	/* TV08 */
+	{ "web-a1.eu", "db-a1.eu", 8, 2, 0, 7 },
+	{ "web-a1.eu", "web-b10.eu", 4, 2, 4, 3 },
+	{ "web-a1.eu", "web-a2.us", 3, 3, 5, 0 },
+	/* TV09 */
+	{ "rhbdp-ch-000449-clickhouse-0-0", "rhbdp-ch-000449-clickhouse-12-0",
+	  3, 2, 27, 2 },
+	{ "rhbdp-ch-000449-clickhouse-0-0", "rhbdp-ch-000449-clickhouse-12-1",
+	  3, 3, 27, 0 },
+	/* TV10: empty local name */
+	{ "", "a-long-name", 0, 11, 0, 0 },
+	{ "", "bb", 0, 2, 0, 0 },
+	{ "", "ccc", 0, 3, 0, 0 },
+	/* TV11: only Levenshtein folds case */
+	{ "CH-1.example.COM", "ch-1.example.com", 5, 0, 0, 0 },
+	{ "CH-1.example.COM", "CH-2.example.COM", 1, 1, 3, 12 },
+	/* TV29: the documentation's 1, 2, 3 are really 2, 2, 2 */
+	{ "example-clickhouse-0-0", "ample-clickhouse-0-0", 18, 2, 0, 20 },
+	{ "example-clickhouse-0-0", "example-clickhouse-1-10", 2, 2, 19, 1 },
+	{ "example-clickhouse-0-0", "example-clickhouse-12-0", 3, 2, 19, 2 },
+	/* edges */
+	{ "", "", 0, 0, 0, 0 },
+	{ "abc", "", 0, 3, 0, 0 },
+	{ "same", "same", 0, 0, 4, 4 },
+	{ "kitten", "sitting", 2, 3, 0, 0 },
+	{ "saturday", "sunday", 5, 3, 1, 3 },
+	{ "ab", "ba", 2, 2, 0, 0 },
+	{ "aaa", "aa", 0, 1, 2, 2 },
+	{ "abcd", "ABCD", 4, 0, 0, 0 },
+	{ "a.b", "a-b", 1, 1, 1, 1 },
+};
+
+static void test_policy_distance_vectors(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(vectors); i++) {
+		const struct dist_vector *v = &vectors[i];
+
+		if (rlb_prefix_distance(v->local, v->host) != v->dist ||
+		    rlb_levenshtein(v->local, v->host) != v->lev ||
+		    rlb_common_prefix(v->local, v->host) != v->lcp ||
+		    rlb_common_suffix(v->local, v->host) != v->lcs)
+			fail_msg("\"%s\" vs \"%s\": dist %zu lev %zu lcp %zu "
+				 "lcs %zu, want %zu %zu %zu %zu",
+				 v->local, v->host,
+				 rlb_prefix_distance(v->local, v->host),
+				 rlb_levenshtein(v->local, v->host),
+				 rlb_common_prefix(v->local, v->host),
+				 rlb_common_suffix(v->local, v->host), v->dist,
+				 v->lev, v->lcp, v->lcs);
+		/* All four are symmetric. */
+		assert_int_equal(rlb_prefix_distance(v->host, v->local),
+				 v->dist);
+		assert_int_equal(rlb_levenshtein(v->host, v->local), v->lev);
+		assert_int_equal(rlb_common_prefix(v->host, v->local), v->lcp);
+		assert_int_equal(rlb_common_suffix(v->host, v->local), v->lcs);
+	}
+}
+
+/* Folding is ASCII only: Latin-1 and UTF-8 bytes compare as they are. */
+static void test_policy_levenshtein_ascii_only_folding(void **state)
+{
+	assert_int_equal(rlb_levenshtein("\xc4", "\xe4"), 1);
+	assert_int_equal(rlb_levenshtein("caf\xc3\x89", "caf\xc3\xa9"), 1);
+	assert_int_equal(rlb_levenshtein("AZ@[`{", "az@[`{"), 0);
+	assert_int_equal(rlb_levenshtein("@[", "`{"), 2);
+	assert_int_equal(rlb_prefix_distance("A", "a"), 1);
+	assert_int_equal(rlb_common_prefix("Ab", "ab"), 0);
+	assert_int_equal(rlb_common_suffix("aB", "ab"), 0);
+}
+
+/* Plain full-matrix edit distance, the oracle for the optimised one. */
+static size_t naive_levenshtein(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t *m = calloc((la + 1) * (lb + 1), sizeof(*m));
+	size_t d;
+
+	assert_non_null(m);
+	for (size_t i = 0; i <= la; i++)
+		m[i * (lb + 1)] = i;
+	for (size_t j = 0; j <= lb; j++)
+		m[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			char x = a[i - 1], y = b[j - 1];
+			size_t best;
+
+			if (x >= 'A' && x <= 'Z')
+				x += 'a' - 'A';
+			if (y >= 'A' && y <= 'Z')
+				y += 'a' - 'A';
+			best = m[(i - 1) * (lb + 1) + j - 1] + (x != y);
+			if (m[(i - 1) * (lb + 1) + j] + 1 < best)
+				best = m[(i - 1) * (lb + 1) + j] + 1;
+			if (m[i * (lb + 1) + j - 1] + 1 < best)
+				best = m[i * (lb + 1) + j - 1] + 1;
+			m[i * (lb + 1) + j] = best;
+		}
+	}
+	d = m[la * (lb + 1) + lb];
+	free(m);
+	return d;
+}
+
+static uint64_t test_rng = 0x9e3779b97f4a7c15ULL;
+
+static uint32_t next_rand(void)
+{
+	test_rng ^= test_rng << 13;
+	test_rng ^= test_rng >> 7;
+	test_rng ^= test_rng << 17;
+	return (uint32_t)(test_rng >> 16);
+}
+
+static void random_string(char *buf, size_t maxlen, const char *alphabet)
+{
+	size_t len = next_rand() % (maxlen + 1), na = strlen(alphabet);
+
+	for (size_t i = 0; i < len; i++)
+		buf[i] = alphabet[next_rand() % na];
+	buf[len] = '\0';
+}
+
+static void test_policy_levenshtein_matches_oracle(void **state)
+{
+	char a[32], b[32];
+
+	for (int k = 0; k < 3000; k++) {
+		random_string(a, 20, "abAB-1");
+		random_string(b, 20, k % 2 ? "abAB-1" : "aA");
+		if (rlb_levenshtein(a, b) != naive_levenshtein(a, b))
+			fail_msg("lev(\"%s\", \"%s\") = %zu, want %zu", a, b,
+				 rlb_levenshtein(a, b), naive_levenshtein(a, b));
+	}
+}
+
+/* Past RLB_MAX_HOST the row no longer fits on the stack: same answers. */
+static void test_policy_levenshtein_long_strings(void **state)
+{
+	size_t len = RLB_MAX_HOST + 100;
+	char *a = malloc(len + 1), *b = malloc(len + 51);
+
+	assert_non_null(a);
+	assert_non_null(b);
+	for (size_t i = 0; i < len; i++)
+		a[i] = (char)('a' + i % 7);
+	a[len] = '\0';
+	memcpy(b, a, len + 1);
+	assert_int_equal(rlb_levenshtein(a, b), 0);
+	b[len / 2] = 'Z';
+	assert_int_equal(rlb_levenshtein(a, b), 1);
+	/* Different first and last bytes defeat the prefix/suffix strip. */
+	b[0] = '#';
+	b[len - 1] = '#';
+	assert_int_equal(rlb_levenshtein(a, b), naive_levenshtein(a, b));
+	memset(b, 'q', len + 50);
+	b[len + 50] = '\0';
+	assert_int_equal(rlb_levenshtein(a, b), len + 50);
+	assert_int_equal(rlb_levenshtein("", b), len + 50);
+	assert_int_equal(rlb_prefix_distance(a, b), len);
+	free(a);
+	free(b);
+}
+
+/* ---- precomputed hostname priorities ---- */
+
+struct prio_vector {
+	const char *id;
+	enum rlb_policy policy;
+	const char *local;
+	size_t n;
+	const char *hosts[5];
+	int64_t prio[5];
+};
+
+static const struct prio_vector prio_vectors[] = {
+	{ "TV01", RLB_POLICY_NEAREST_HOSTNAME, "example01-01-1", 3,
+	  { "example01-01-1", "example01-01-2", "example01-02-2" },
+	  { 0, 1, 2 } },
+	{ "TV02", RLB_POLICY_NEAREST_HOSTNAME, "abc", 2, { "abcdef", "abd" },
+	  { 0, 1 } },
+	{ "TV03a", RLB_POLICY_NEAREST_HOSTNAME, "HostA", 2, { "hosta", "HostB" },
+	  { 2, 1 } },
+	{ "TV03b", RLB_POLICY_LEVENSHTEIN, "HostA", 2, { "hosta", "HostB" },
+	  { 0, 1 } },
+	{ "TV03c", RLB_POLICY_LCP, "HostA", 2, { "hosta", "HostB" },
+	  { 0, -4 } },
+	{ "TV04a", RLB_POLICY_LCP, "sfe301", 3, { "sde301", "sfe10101", "sde505" },
+	  { -1, -3, -1 } },
+	{ "TV04b", RLB_POLICY_NEAREST_HOSTNAME, "sfe301", 3,
+	  { "sde301", "sfe10101", "sde505" }, { 1, 1, 3 } },
+	{ "TV04c", RLB_POLICY_LEVENSHTEIN, "sfe301", 3,
+	  { "sde301", "sfe10101", "sde505" }, { 1, 3, 3 } },
+	{ "TV05", RLB_POLICY_LCP, "sde101", 5,
+	  { "sde1010", "sde102", "sde103", "sde1020", "sde1030" },
+	  { -6, -5, -5, -5, -5 } },
+	{ "TV06", RLB_POLICY_LCS, "et46gtghn.qc.localdomain", 2,
+	  { "tr676ddgh.td.localdomain", "ab999.qc.localdomain" },
+	  { -12, -15 } },
+	{ "TV07a", RLB_POLICY_LCS, "ch1.dc1.example.com", 2,
+	  { "ch2.dc1.example.com", "ch1.dc2.example.com" }, { -16, -12 } },
+	{ "TV07b", RLB_POLICY_LCP, "ch1.dc1.example.com", 2,
+	  { "ch2.dc1.example.com", "ch1.dc2.example.com" }, { -2, -6 } },
+	{ "TV07c-nearest", RLB_POLICY_NEAREST_HOSTNAME, "ch1.dc1.example.com",
+	  2, { "ch2.dc1.example.com", "ch1.dc2.example.com" }, { 1, 1 } },
+	{ "TV07c-lev", RLB_POLICY_LEVENSHTEIN, "ch1.dc1.example.com", 2,
+	  { "ch2.dc1.example.com", "ch1.dc2.example.com" }, { 1, 1 } },
+	{ "TV08-nearest", RLB_POLICY_NEAREST_HOSTNAME, "web-a1.eu", 3,
+	  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { 8, 4, 3 } },
+	{ "TV08-lev", RLB_POLICY_LEVENSHTEIN, "web-a1.eu", 3,
+	  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { 2, 2, 3 } },
+	{ "TV08-lcp", RLB_POLICY_LCP, "web-a1.eu", 3,
+	  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { 0, -4, -5 } },
+	{ "TV08-lcs", RLB_POLICY_LCS, "web-a1.eu", 3,
+	  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { -7, -3, 0 } },
+	{ "TV09-nearest", RLB_POLICY_NEAREST_HOSTNAME,
+	  "rhbdp-ch-000449-clickhouse-0-0", 2,
+	  { "rhbdp-ch-000449-clickhouse-12-0",
+	    "rhbdp-ch-000449-clickhouse-12-1" }, { 3, 3 } },
+	{ "TV09-lev", RLB_POLICY_LEVENSHTEIN, "rhbdp-ch-000449-clickhouse-0-0",
+	  2, { "rhbdp-ch-000449-clickhouse-12-0",
+	       "rhbdp-ch-000449-clickhouse-12-1" }, { 2, 3 } },
+	{ "TV10-nearest", RLB_POLICY_NEAREST_HOSTNAME, "", 3,
+	  { "a-long-name", "bb", "ccc" }, { 0, 0, 0 } },
+	{ "TV10-lev", RLB_POLICY_LEVENSHTEIN, "", 3,
+	  { "a-long-name", "bb", "ccc" }, { 11, 2, 3 } },
+	{ "TV10-lcp", RLB_POLICY_LCP, "", 3, { "a-long-name", "bb", "ccc" },
+	  { 0, 0, 0 } },
+	{ "TV10-lcs", RLB_POLICY_LCS, "", 3, { "a-long-name", "bb", "ccc" },
+	  { 0, 0, 0 } },
+	{ "TV11-nearest", RLB_POLICY_NEAREST_HOSTNAME, "CH-1.example.COM", 2,
+	  { "ch-1.example.com", "CH-2.example.COM" }, { 5, 1 } },
+	{ "TV11-lev", RLB_POLICY_LEVENSHTEIN, "CH-1.example.COM", 2,
+	  { "ch-1.example.com", "CH-2.example.COM" }, { 0, 1 } },
+	{ "TV11-lcs", RLB_POLICY_LCS, "CH-1.example.COM", 2,
+	  { "ch-1.example.com", "CH-2.example.COM" }, { 0, -12 } },
+	{ "TV29", RLB_POLICY_LEVENSHTEIN, "example-clickhouse-0-0", 3,
+	  { "ample-clickhouse-0-0", "example-clickhouse-1-10",
+	    "example-clickhouse-12-0" }, { 2, 2, 2 } },
+	{ "N=1", RLB_POLICY_LCS, "a.example", 1, { "b.example" }, { -8 } },
+};
+
+static void test_policy_precompute_vectors(void **state)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(prio_vectors); k++) {
+		const struct prio_vector *v = &prio_vectors[k];
+		struct rlb_cluster *c = cluster_new(v->policy, v->hosts, v->n);
+
+		assert_int_equal(rlb_policy_precompute(c, v->local), 0);
+		assert_non_null(c->host_prio);
+		for (size_t i = 0; i < v->n; i++) {
+			/* rr_last must not matter for hostname policies. */
+			int64_t got = rlb_policy_priority(c, i, i * 7 + 3);
+
+			if (c->host_prio[i] != v->prio[i] || got != v->prio[i])
+				fail_msg("%s: replica %zu: host_prio %lld, "
+					 "priority %lld, want %lld", v->id, i,
+					 (long long)c->host_prio[i],
+					 (long long)got, (long long)v->prio[i]);
+		}
+		cluster_free(c);
+	}
+}
+
+/* The replica's host string is compared as written: no lowercasing. */
+static void test_policy_precompute_host_as_written(void **state)
+{
+	static const char *const hosts[] = { "Ch-1.Example.com",
+					     "ch-1.example.com." };
+	struct rlb_cluster *c = cluster_new(RLB_POLICY_LCS, hosts, 2);
+
+	assert_int_equal(rlb_policy_precompute(c, "ch-1.example.com"), 0);
+	assert_int_equal(c->host_prio[0], -10);
+	assert_int_equal(c->host_prio[1], 0);
+	cluster_free(c);
+}
+
+/* Switching to a non-hostname policy frees the vector (valgrind checks). */
+static void test_policy_precompute_clears_for_other_policies(void **state)
+{
+	static const char *const hosts[] = { "a1", "a2", "b3" };
+	struct rlb_cluster *c = cluster_new(RLB_POLICY_NEAREST_HOSTNAME,
+					    hosts, 3);
+
+	assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
+	assert_non_null(c->host_prio);
+	/* Recomputing replaces the vector without leaking the old one. */
+	c->s.load_balancing = RLB_POLICY_LCP;
+	assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
+	assert_int_equal(c->host_prio[0], -2);
+	assert_int_equal(c->host_prio[2], 0);
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		c->s.load_balancing = (enum rlb_policy)p;
+		assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
+		if (rlb_policy_uses_hostname((enum rlb_policy)p))
+			assert_non_null(c->host_prio);
+		else
+			assert_null(c->host_prio);
+	}
+	cluster_free(c);
+}
+
+/* Without a precomputed vector a hostname policy degrades to random. */
+static void test_policy_priority_hostname_without_vector(void **state)
+{
+	struct rlb_cluster *c = cluster_new(RLB_POLICY_LEVENSHTEIN, NULL, 3);
+
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(rlb_policy_priority(c, i, 0), 0);
+	cluster_free(c);
+}
+
+/* ---- per-selection priorities ---- */
+
+static void test_policy_priority_random_and_in_order(void **state)
+{
+	struct rlb_cluster *c = cluster_new(RLB_POLICY_RANDOM, NULL, 4);
+
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(rlb_policy_priority(c, i, 2), 0);
+	c->s.load_balancing = RLB_POLICY_IN_ORDER;
+	/* first_offset and the counter do not move in_order. */
+	c->s.first_offset = 2;
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(rlb_policy_priority(c, i, 3), (int64_t)i);
+	cluster_free(c);
+}
+
+static void check_first_or_random(size_t n, int64_t offset, size_t first)
+{
+	struct rlb_cluster *c = cluster_new(RLB_POLICY_FIRST_OR_RANDOM, NULL,
+					    n);
+
+	c->s.first_offset = offset;
+	for (size_t i = 0; i < n; i++) {
+		int64_t got = rlb_policy_priority(c, i, 5);
+
+		if (got != (i == first ? 0 : 1))
+			fail_msg("N=%zu offset=%lld: priority(%zu) = %lld",
+				 n, (long long)offset, i, (long long)got);
+	}
+	cluster_free(c);
+}
+
+/* TV15 (offset 0), TV16 (offset 4 mod 3 = 1) and other offsets >= N. */
+static void test_policy_priority_first_or_random(void **state)
+{
+	check_first_or_random(3, 0, 0);
+	check_first_or_random(3, 4, 1);
+	check_first_or_random(3, 2, 2);
+	check_first_or_random(3, 3, 0);
+	check_first_or_random(3, 3000000001LL, 1);
+	check_first_or_random(5, INT64_MAX, (size_t)(INT64_MAX % 5));
+	check_first_or_random(1, 0, 0);
+	check_first_or_random(1, 17, 0);
+	/* A negative offset (rejected by the config) still names an index. */
+	check_first_or_random(3, -1, 2);
+}
+
+static void check_round_robin(size_t n, uint64_t rr_last,
+			      const int64_t *want)
+{
+	struct rlb_cluster *c = cluster_new(RLB_POLICY_ROUND_ROBIN, NULL, n);
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t got = rlb_policy_priority(c, i, rr_last);
+
+		if (got != want[i])
+			fail_msg("N=%zu L=%llu: priority(%zu) = %lld, want "
+				 "%lld", n, (unsigned long long)rr_last, i,
+				 (long long)got, (long long)want[i]);
+	}
+	cluster_free(c);
+}
+
+/* TV18 (N = 3, L = 0, 1, 2, 0) and TV19 (N = 5, L = 0 and 4). */
+static void test_policy_priority_round_robin_vectors(void **state)
+{
+	static const int64_t tv18[4][3] = {
+		{ 2, 0, 1 }, { 1, 2, 0 }, { 0, 1, 2 }, { 2, 0, 1 },
+	};
+	static const int64_t tv19_l0[5] = { 4, 0, 1, 2, 3 };
+	static const int64_t tv19_l4[5] = { 0, 1, 2, 3, 4 };
+	static const int64_t one[1] = { 0 };
+
+	for (uint64_t call = 0; call < 4; call++)
+		check_round_robin(3, call, tv18[call]);
+	check_round_robin(5, 0, tv19_l0);
+	check_round_robin(5, 4, tv19_l4);
+	/* rr_last is reduced mod N; no overflow at the top of the range. */
+	check_round_robin(3, 3, tv18[0]);
+	check_round_robin(3, UINT64_MAX, tv18[0]);	/* 2^64-1 = 0 mod 3 */
+	check_round_robin(5, UINT64_MAX, tv19_l0);	/* 0 mod 5 as well */
+	check_round_robin(5, UINT64_MAX - 1, tv19_l4);
+	check_round_robin(1, 0, one);
+	check_round_robin(1, 12345, one);
+}
+
+/* For every N and L the priorities are a rotation ending with L. */
+static void test_policy_priority_round_robin_rotation(void **state)
+{
+	for (size_t n = 1; n <= 9; n++) {
+		struct rlb_cluster *c = cluster_new(RLB_POLICY_ROUND_ROBIN,
+						    NULL, n);
+
+		for (uint64_t l = 0; l < 2 * n; l++) {
+			for (size_t i = 0; i < n; i++) {
+				int64_t p = rlb_policy_priority(c, i, l);
+				size_t best = (l % n + 1) % n;
+
+				assert_in_range(p, 0, n - 1);
+				assert_int_equal(p, (int64_t)((i + n - best) %
+							      n));
+				if (i == l % n)
+					assert_int_equal(p, (int64_t)n - 1);
+			}
+		}
+		cluster_free(c);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_policy_names_round_trip),
+		cmocka_unit_test(test_policy_parse_rejects_inexact),
+		cmocka_unit_test(test_policy_suggest_close_names),
+		cmocka_unit_test(test_policy_suggest_nothing_close),
+		cmocka_unit_test(test_policy_uses_hostname),
+		cmocka_unit_test(test_policy_distance_vectors),
+		cmocka_unit_test(test_policy_levenshtein_ascii_only_folding),
+		cmocka_unit_test(test_policy_levenshtein_matches_oracle),
+		cmocka_unit_test(test_policy_levenshtein_long_strings),
+		cmocka_unit_test(test_policy_precompute_vectors),
+		cmocka_unit_test(test_policy_precompute_host_as_written),
+		cmocka_unit_test(
+			test_policy_precompute_clears_for_other_policies),
+		cmocka_unit_test(test_policy_priority_hostname_without_vector),
+		cmocka_unit_test(test_policy_priority_random_and_in_order),
+		cmocka_unit_test(test_policy_priority_first_or_random),
+		cmocka_unit_test(test_policy_priority_round_robin_vectors),
+		cmocka_unit_test(test_policy_priority_round_robin_rotation),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

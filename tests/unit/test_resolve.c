@@ -1,0 +1,321 @@
+/* test_resolve.c - addrinfo lists and hostents for virtual names, the
+ * DNS cache, and resolution failures counted as replica errors. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "rlb.h"
+
+static char tmpdir[] = "/tmp/rlb-test-resolve-XXXXXX";
+static struct rlb_config *cfg;
+
+/* The real resolver, and a fake one in front of it for *.test names. */
+static int (*real_gai)(const char *, const char *, const struct addrinfo *,
+		       struct addrinfo **);
+static int fake_calls;
+
+static int fake_gai(const char *node, const char *service,
+		    const struct addrinfo *hints, struct addrinfo **res)
+{
+	if (node && strcmp(node, "broken.test") == 0) {
+		fake_calls++;
+		return EAI_AGAIN;
+	}
+	if (node && strcmp(node, "r2.test") == 0) {
+		fake_calls++;
+		return real_gai("127.0.0.22", service, hints, res);
+	}
+	return real_gai(node, service, hints, res);
+}
+
+static const char config_text[] =
+	"clusters = (\n"
+	"  { name = \"db.cluster\"; load_balancing = \"in_order\";\n"
+	"    replicas = ( { host = \"r1\"; address = [\"127.0.0.11\", \"::1\"]; },\n"
+	"                 \"r2.test:7002\",\n"
+	"                 { host = \"r3\"; address = \"127.0.0.33\"; port = 7003; } ); },\n"
+	"  { name = \"bad.cluster\"; load_balancing = \"in_order\";\n"
+	"    replicas = ( \"broken.test\", \"r2.test\" ); },\n"
+	"  { name = \"dead.cluster\"; replicas = ( \"broken.test\" ); }\n"
+	");\n";
+
+static int setup(void **state)
+{
+	struct rlb_diag diag = { 0 };
+
+	if (!mkdtemp(tmpdir))
+		return -1;
+	if (rlb_config_parse_string(config_text, "resolve.conf", &cfg,
+				    &diag) != 0) {
+		for (size_t i = 0; i < diag.n; i++)
+			fprintf(stderr, "%s\n", diag.msgs[i]);
+		rlb_diag_free(&diag);
+		return -1;
+	}
+	free(cfg->state_dir);
+	cfg->state_dir = strdup(tmpdir);
+	if (rlb_runtime_prepare(cfg, true) != 0)
+		return -1;
+	real_gai = rlb_libc()->getaddrinfo;
+	rlb_libc()->getaddrinfo = fake_gai;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	rlb_libc()->getaddrinfo = real_gai;
+	rlb_config_free(cfg);
+	rlb_resolve_cache_flush();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int reset_each(void **state)
+{
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		rlb_health_reset(&cfg->clusters[i], SIZE_MAX);
+	rlb_resolve_cache_flush();
+	fake_calls = 0;
+	return 0;
+}
+
+/* "addr:port" of one node. */
+static const char *node_str(const struct addrinfo *ai, char *buf, size_t len)
+{
+	char host[64];
+	int port;
+
+	if (ai->ai_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)ai->ai_addr;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else {
+		const struct sockaddr_in6 *in6 = (const void *)ai->ai_addr;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(buf, len, "%s:%d", host, port);
+	return buf;
+}
+
+/* The whole list as "a:p b:p ...". */
+static void list_str(const struct addrinfo *ai, char *out, size_t len)
+{
+	char one[80];
+
+	out[0] = '\0';
+	for (; ai; ai = ai->ai_next) {
+		if (out[0])
+			strncat(out, " ", len - strlen(out) - 1);
+		strncat(out, node_str(ai, one, sizeof(one)),
+			len - strlen(out) - 1);
+	}
+}
+
+static void test_resolve_order_and_ports(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "DB.Cluster.");
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	char out[512];
+
+	assert_non_null(c);
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "9000", &hints, &res), 0);
+	list_str(res, out, sizeof(out));
+	/* r1's two pinned addresses with the caller's port, r2 and r3 with
+	 * their own ports, in config order (in_order). */
+	assert_string_equal(out, "127.0.0.11:9000 ::1:9000 127.0.0.22:7002 "
+				 "127.0.0.33:7003");
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		assert_int_equal(ai->ai_socktype, SOCK_STREAM);
+		assert_int_equal(ai->ai_protocol, IPPROTO_TCP);
+	}
+	assert_null(res->ai_canonname);
+	/* Our list is in glibc's layout: libc's own freeaddrinfo frees it. */
+	rlb_libc()->freeaddrinfo(res);
+}
+
+static void test_resolve_family_filter_and_named_service(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct addrinfo hints = { .ai_family = AF_INET6,
+				  .ai_socktype = SOCK_STREAM },
+			*res = NULL;
+	char out[512];
+
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "http", &hints, &res), 0);
+	list_str(res, out, sizeof(out));
+	assert_string_equal(out, "::1:80");
+	rlb_libc()->freeaddrinfo(res);
+
+	hints.ai_family = AF_INET;
+	assert_int_equal(rlb_resolve_getaddrinfo(c, NULL, &hints, &res), 0);
+	list_str(res, out, sizeof(out));
+	assert_string_equal(out, "127.0.0.11:0 127.0.0.22:7002 "
+				 "127.0.0.33:7003");
+	rlb_libc()->freeaddrinfo(res);
+}
+
+static void test_resolve_canonname_is_first_replica(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_CANONNAME },
+			*res = NULL;
+
+	rlb_health_add_errors(c, 0, 3);
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "1", &hints, &res), 0);
+	assert_non_null(res->ai_canonname);
+	/* r1 has errors now, so r2 leads. */
+	assert_string_equal(res->ai_canonname, "r2.test");
+	rlb_libc()->freeaddrinfo(res);
+}
+
+static void test_resolve_null_hints_any_socktype(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct addrinfo *res = NULL;
+	int stream = 0, dgram = 0;
+
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "53", NULL, &res), 0);
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		stream += ai->ai_socktype == SOCK_STREAM;
+		dgram += ai->ai_socktype == SOCK_DGRAM;
+	}
+	/* As libc: every address once per socket type. */
+	assert_true(stream >= 3);
+	assert_int_equal(stream, dgram);
+	rlb_libc()->freeaddrinfo(res);
+}
+
+static void test_resolve_failure_counts_once_and_is_cached(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "bad.cluster");
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	char out[256];
+
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res), 0);
+	list_str(res, out, sizeof(out));
+	/* broken.test is left out and counts one error. */
+	assert_string_equal(out, "127.0.0.22:80");
+	rlb_libc()->freeaddrinfo(res);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 1);
+	assert_int_equal(fake_calls, 2);
+
+	/* Within dns_cache_ttl neither name is asked again. */
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res), 0);
+	rlb_libc()->freeaddrinfo(res);
+	assert_int_equal(fake_calls, 2);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 1);
+}
+
+static void test_resolve_all_fail_returns_libc_error(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "dead.cluster");
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = (struct addrinfo *)0x1;
+
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res),
+			 EAI_AGAIN);
+	assert_ptr_equal(res, (struct addrinfo *)0x1);
+}
+
+static void test_resolve_hostent_order(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct hostent he, *result = NULL;
+	char buf[1024], a[3][INET_ADDRSTRLEN];
+	int herr = -1;
+
+	assert_int_equal(rlb_resolve_gethostbyname(c, "db.cluster", AF_INET,
+						   &he, buf, sizeof(buf),
+						   &result, &herr),
+			 0);
+	assert_ptr_equal(result, &he);
+	assert_int_equal(herr, NETDB_SUCCESS);
+	assert_string_equal(he.h_name, "r1");
+	assert_string_equal(he.h_aliases[0], "db.cluster");
+	assert_null(he.h_aliases[1]);
+	assert_int_equal(he.h_addrtype, AF_INET);
+	assert_int_equal(he.h_length, 4);
+	for (int i = 0; i < 3; i++)
+		inet_ntop(AF_INET, he.h_addr_list[i], a[i], sizeof(a[i]));
+	assert_null(he.h_addr_list[3]);
+	assert_string_equal(a[0], "127.0.0.11");
+	assert_string_equal(a[1], "127.0.0.22");
+	assert_string_equal(a[2], "127.0.0.33");
+	/* Everything lives in the caller's buffer. */
+	assert_true((char *)he.h_addr_list >= buf &&
+		    (char *)he.h_addr_list < buf + sizeof(buf));
+	assert_true(he.h_name >= buf && he.h_name < buf + sizeof(buf));
+}
+
+static void test_resolve_hostent_erange(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct hostent he, *result = &he;
+	char buf[16];
+	int herr = 0;
+
+	assert_int_equal(rlb_resolve_gethostbyname(c, "db.cluster", AF_INET,
+						   &he, buf, sizeof(buf),
+						   &result, &herr),
+			 ERANGE);
+	assert_null(result);
+	assert_int_equal(herr, NETDB_INTERNAL);
+}
+
+static void test_resolve_hostent_v6(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct hostent he, *result = NULL;
+	char buf[1024], a[INET6_ADDRSTRLEN];
+	int herr = 0;
+
+	assert_int_equal(rlb_resolve_gethostbyname(c, "db.cluster", AF_INET6,
+						   &he, buf, sizeof(buf),
+						   &result, &herr),
+			 0);
+	assert_non_null(result);
+	assert_int_equal(he.h_length, 16);
+	inet_ntop(AF_INET6, he.h_addr_list[0], a, sizeof(a));
+	assert_string_equal(a, "::1");
+	assert_null(he.h_addr_list[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_resolve_order_and_ports, reset_each),
+		cmocka_unit_test_setup(
+			test_resolve_family_filter_and_named_service,
+			reset_each),
+		cmocka_unit_test_setup(test_resolve_canonname_is_first_replica,
+				       reset_each),
+		cmocka_unit_test_setup(test_resolve_null_hints_any_socktype,
+				       reset_each),
+		cmocka_unit_test_setup(
+			test_resolve_failure_counts_once_and_is_cached,
+			reset_each),
+		cmocka_unit_test_setup(test_resolve_all_fail_returns_libc_error,
+				       reset_each),
+		cmocka_unit_test_setup(test_resolve_hostent_order, reset_each),
+		cmocka_unit_test_setup(test_resolve_hostent_erange, reset_each),
+		cmocka_unit_test_setup(test_resolve_hostent_v6, reset_each),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

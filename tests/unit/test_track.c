@@ -1,0 +1,332 @@
+/* test_track.c - failed connects counted against the replica whose
+ * address was handed out, exactly as SPEC 5 lists, and nothing else. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "rlb.h"
+
+#define TIMEOUT_MS 150
+
+static char tmpdir[] = "/tmp/rlb-test-track-XXXXXX";
+static int port_closed, port_full, port_ok, port_other;
+static int listen_full = -1, listen_ok = -1;
+static int fillers[4] = { -1, -1, -1, -1 };
+static struct rlb_config *cfg;
+static struct rlb_cluster *cluster;
+
+enum { R_REFUSER, R_BLACKHOLE, R_GOOD };
+
+static int bound_socket(int *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (void *)&sin, sizeof(sin)) != 0 ||
+	    getsockname(fd, (void *)&sin, &len) != 0)
+		return -1;
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+static struct sockaddr_in loopback(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons(port);
+	return sin;
+}
+
+/* A listener whose accept queue is full: further SYNs are dropped, so
+ * a connect to it stays pending. */
+static int fill_backlog(void)
+{
+	struct sockaddr_in sin = loopback(port_full);
+
+	for (int i = 0; i < 4; i++) {
+		fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (fillers[i] < 0)
+			return -1;
+		connect(fillers[i], (void *)&sin, sizeof(sin));
+	}
+	usleep(50000);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	char path[256], text[1024];
+	int fd;
+	FILE *f;
+
+	if (!mkdtemp(tmpdir))
+		return -1;
+	fd = bound_socket(&port_closed);
+	close(fd);
+	fd = bound_socket(&port_other);
+	close(fd);
+	listen_full = bound_socket(&port_full);
+	listen_ok = bound_socket(&port_ok);
+	if (listen_full < 0 || listen_ok < 0 || listen(listen_full, 0) ||
+	    listen(listen_ok, 16) || fill_backlog())
+		return -1;
+	snprintf(text, sizeof(text),
+		 "connect_timeout_ms = %d;\n"
+		 "distributed_replica_error_half_life = 100000;\n"
+		 "clusters = ( { name = \"t.cluster\"; load_balancing = "
+		 "\"in_order\"; replicas = (\n"
+		 " { host = \"refuser\"; address = \"127.0.0.1\"; port = %d; },\n"
+		 " { host = \"blackhole\"; address = \"127.0.0.1\"; port = %d; },\n"
+		 " { host = \"good\"; address = \"127.0.0.1\"; port = %d; } ); } );\n",
+		 TIMEOUT_MS, port_closed, port_full, port_ok);
+	snprintf(path, sizeof(path), "%s/replicalb.conf", tmpdir);
+	f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		return -1;
+	setenv("REPLICALB_CONFIG", path, 1);
+	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
+	cfg = rlb_runtime_acquire();
+	if (!cfg)
+		return -1;
+	cluster = rlb_config_find(cfg, "t.cluster");
+	return cluster ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	for (int i = 0; i < 4; i++)
+		if (fillers[i] >= 0)
+			close(fillers[i]);
+	close(listen_full);
+	close(listen_ok);
+	rlb_runtime_release(cfg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Hand out the cluster's addresses, as a getaddrinfo of it would. */
+static int handout(void **state)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+
+	rlb_health_reset(cluster, SIZE_MAX);
+	if (rlb_resolve_getaddrinfo(cluster, NULL, &hints, &res) != 0)
+		return -1;
+	rlb_libc()->freeaddrinfo(res);
+	return rlb_track_active() ? 0 : -1;
+}
+
+static uint64_t errors(int replica)
+{
+	return rlb_health_errors(cluster, replica, 0, false);
+}
+
+static int tcp_socket(bool nonblocking)
+{
+	return socket(AF_INET, SOCK_STREAM | (nonblocking ? SOCK_NONBLOCK : 0),
+		      0);
+}
+
+static int track_connect(int fd, int port)
+{
+	struct sockaddr_in sin = loopback(port);
+
+	return rlb_track_connect(fd, (void *)&sin, sizeof(sin));
+}
+
+static void test_track_blocking_refused_counts(void **state)
+{
+	int fd = tcp_socket(false);
+
+	assert_int_equal(track_connect(fd, port_closed), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	assert_int_equal(errors(R_REFUSER), 1);
+	errno = EBADMSG;
+	assert_int_equal(rlb_track_close(fd), 0);
+	assert_int_equal(errno, EBADMSG);
+	assert_int_equal(errors(R_REFUSER), 1);
+	assert_int_equal(errors(R_GOOD), 0);
+}
+
+static void test_track_other_address_not_counted(void **state)
+{
+	int fd = tcp_socket(false);
+
+	assert_int_equal(track_connect(fd, port_other), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	rlb_track_close(fd);
+	for (int r = 0; r < 3; r++)
+		assert_int_equal(errors(r), 0);
+}
+
+static void test_track_success_not_counted(void **state)
+{
+	int fd = tcp_socket(false);
+	int afd;
+
+	assert_int_equal(track_connect(fd, port_ok), 0);
+	afd = accept(listen_ok, NULL, NULL);
+	assert_true(afd >= 0);
+	close(afd);
+	assert_int_equal(rlb_track_close(fd), 0);
+	assert_int_equal(errors(R_GOOD), 0);
+}
+
+/* Wait until fd is writable or failed (bounded). */
+static void wait_writable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	assert_int_equal(poll(&p, 1, 2000), 1);
+}
+
+static void test_track_nonblocking_refused_counts_once(void **state)
+{
+	int fd = tcp_socket(true), err = 0, rc;
+	socklen_t len = sizeof(err);
+
+	rc = track_connect(fd, port_closed);
+	if (rc == -1 && errno == EINPROGRESS) {
+		wait_writable(fd);
+		assert_int_equal(errors(R_REFUSER), 0);
+		assert_int_equal(rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR,
+						      &err, &len),
+				 0);
+		assert_int_equal(err, ECONNREFUSED);
+	} else {
+		assert_int_equal(errno, ECONNREFUSED);
+	}
+	assert_int_equal(errors(R_REFUSER), 1);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_REFUSER), 1);
+}
+
+static void test_track_nonblocking_refused_seen_at_close(void **state)
+{
+	int fd = tcp_socket(true);
+
+	if (track_connect(fd, port_closed) == -1 && errno == EINPROGRESS)
+		wait_writable(fd);
+	/* The program never asked SO_ERROR; close still finds it. */
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_REFUSER), 1);
+}
+
+static void test_track_pending_closed_early_not_counted(void **state)
+{
+	int fd = tcp_socket(true), err = -1;
+	socklen_t len = sizeof(err);
+
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	/* Still pending: SO_ERROR 0 changes nothing; a repeated connect
+	 * says EALREADY, which does not count either. */
+	assert_int_equal(rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
+					      &len),
+			 0);
+	assert_int_equal(err, 0);
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, EALREADY);
+	/* A happy-eyeballs loser, abandoned quickly. */
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_BLACKHOLE), 0);
+}
+
+static void test_track_pending_abandoned_late_counts(void **state)
+{
+	int fd = tcp_socket(true);
+
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	usleep((TIMEOUT_MS + 50) * 1000);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+}
+
+static void test_track_blocking_sndtimeo_counts(void **state)
+{
+	struct timeval tv = { .tv_sec = 0, .tv_usec = 100000 };
+	int fd = tcp_socket(false);
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+}
+
+static void test_track_counted_errnos(void **state)
+{
+	assert_true(rlb_track_counts(ECONNREFUSED));
+	assert_true(rlb_track_counts(ETIMEDOUT));
+	assert_true(rlb_track_counts(EHOSTUNREACH));
+	assert_true(rlb_track_counts(ENETUNREACH));
+	assert_true(rlb_track_counts(EHOSTDOWN));
+	assert_true(rlb_track_counts(ENETDOWN));
+	assert_true(rlb_track_counts(ECONNRESET));
+	assert_false(rlb_track_counts(EINTR));
+	assert_false(rlb_track_counts(EALREADY));
+	assert_false(rlb_track_counts(EINPROGRESS));
+	assert_false(rlb_track_counts(EADDRNOTAVAIL));
+	assert_false(rlb_track_counts(EACCES));
+}
+
+static void test_track_reused_fd_not_blamed(void **state)
+{
+	int fd = tcp_socket(true), fd2;
+
+	assert_int_equal(track_connect(fd, port_full), -1);
+	/* Closed behind our back (say by close_range), number reused. */
+	rlb_libc()->close(fd);
+	fd2 = tcp_socket(false);
+	assert_int_equal(fd2, fd);
+	usleep((TIMEOUT_MS + 50) * 1000);
+	rlb_track_close(fd2);
+	assert_int_equal(errors(R_BLACKHOLE), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_track_blocking_refused_counts,
+				       handout),
+		cmocka_unit_test_setup(test_track_other_address_not_counted,
+				       handout),
+		cmocka_unit_test_setup(test_track_success_not_counted, handout),
+		cmocka_unit_test_setup(
+			test_track_nonblocking_refused_counts_once, handout),
+		cmocka_unit_test_setup(
+			test_track_nonblocking_refused_seen_at_close, handout),
+		cmocka_unit_test_setup(
+			test_track_pending_closed_early_not_counted, handout),
+		cmocka_unit_test_setup(test_track_pending_abandoned_late_counts,
+				       handout),
+		cmocka_unit_test_setup(test_track_blocking_sndtimeo_counts,
+				       handout),
+		cmocka_unit_test(test_track_counted_errnos),
+		cmocka_unit_test_setup(test_track_reused_fd_not_blamed,
+				       handout),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

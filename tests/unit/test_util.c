@@ -1,0 +1,165 @@
+/* test_util.c - hashing, random numbers, diagnostics and logging. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "rlb.h"
+
+static void test_util_hash_never_reserved(void **state)
+{
+	/* 0 and 1 mark empty and dropped slots of the health table. */
+	for (unsigned i = 0; i < 100000; i++) {
+		uint64_t h = rlb_hash64(&i, sizeof(i), 0);
+
+		assert_true(h > 1);
+	}
+	assert_int_not_equal(rlb_hash64("a", 1, 0), rlb_hash64("b", 1, 0));
+	assert_int_not_equal(rlb_hash64("a", 1, 0), rlb_hash64("a", 1, 7));
+}
+
+static void test_util_random_spread(void **state)
+{
+	unsigned buckets[8] = { 0 };
+
+	for (int i = 0; i < 80000; i++)
+		buckets[rlb_random_u32() % 8]++;
+	for (int b = 0; b < 8; b++) {
+		assert_in_range(buckets[b], 9000, 11000);
+	}
+}
+
+static void test_util_random_reseeded_after_fork(void **state)
+{
+	int fds[2];
+	uint32_t parent[4], child[4];
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	rlb_random_u32();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		rlb_util_after_fork_child();
+		for (int i = 0; i < 4; i++)
+			child[i] = rlb_random_u32();
+		_exit(write(fds[1], child, sizeof(child)) == sizeof(child) ?
+			      0 : 1);
+	}
+	for (int i = 0; i < 4; i++)
+		parent[i] = rlb_random_u32();
+	assert_int_equal(read(fds[0], child, sizeof(child)), sizeof(child));
+	waitpid(pid, NULL, 0);
+	close(fds[0]);
+	close(fds[1]);
+	/* Without the reseed the child would repeat the parent's draws. */
+	assert_memory_not_equal(parent, child, sizeof(child));
+}
+
+static void test_util_ascii_lower(void **state)
+{
+	char buf[8];
+
+	rlb_ascii_lower(buf, "AbC.DeF-Z", sizeof(buf));
+	assert_string_equal(buf, "abc.def");
+	rlb_ascii_lower(buf, "\xc3\x89X", sizeof(buf));
+	assert_string_equal(buf, "\xc3\x89x");
+}
+
+static void test_util_diag_collects(void **state)
+{
+	struct rlb_diag d = { 0 };
+
+	rlb_diag_add(&d, "%s:%d: %s", "f.conf", 3, "bad");
+	rlb_diag_add(&d, "second");
+	assert_int_equal(d.n, 2);
+	assert_string_equal(d.msgs[0], "f.conf:3: bad");
+	assert_string_equal(d.msgs[1], "second");
+	rlb_diag_free(&d);
+	assert_int_equal(d.n, 0);
+	assert_null(d.msgs);
+}
+
+/* Run rlb_log with stderr captured; returns what was written. */
+static void capture_log(enum rlb_log_level conf, enum rlb_log_level level,
+			const char *msg, char *out, size_t outlen)
+{
+	int fds[2], saved_fd = dup(STDERR_FILENO);
+	ssize_t n;
+
+	assert_int_equal(pipe(fds), 0);
+	dup2(fds[1], STDERR_FILENO);
+	rlb_log_configure(conf, RLB_LOG_STDERR);
+	errno = EAGAIN;
+	rlb_log(level, "%s", msg);
+	assert_int_equal(errno, EAGAIN);
+	dup2(saved_fd, STDERR_FILENO);
+	close(saved_fd);
+	close(fds[1]);
+	n = read(fds[0], out, outlen - 1);
+	out[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+}
+
+static void test_util_log_prefix_and_levels(void **state)
+{
+	char out[256], want[64];
+
+	snprintf(want, sizeof(want), "replicalb[%d]: hello\n", (int)getpid());
+	capture_log(RLB_LOG_WARNING, RLB_LOG_ERROR, "hello", out, sizeof(out));
+	assert_string_equal(out, want);
+	capture_log(RLB_LOG_WARNING, RLB_LOG_INFO, "hidden", out, sizeof(out));
+	assert_string_equal(out, "");
+	capture_log(RLB_LOG_NONE, RLB_LOG_ERROR, "hidden", out, sizeof(out));
+	assert_string_equal(out, "");
+	capture_log(RLB_LOG_DEBUG, RLB_LOG_DEBUG, "hello", out, sizeof(out));
+	assert_string_equal(out, want);
+	rlb_log_configure(RLB_LOG_WARNING, RLB_LOG_STDERR);
+}
+
+static void test_util_log_level_names(void **state)
+{
+	enum rlb_log_level l;
+
+	assert_int_equal(rlb_log_level_parse("debug", &l), 0);
+	assert_int_equal(l, RLB_LOG_DEBUG);
+	assert_int_equal(rlb_log_level_parse("None", &l), 0);
+	assert_int_equal(l, RLB_LOG_NONE);
+	assert_int_equal(rlb_log_level_parse("loud", &l), -1);
+	assert_string_equal(rlb_log_level_name(RLB_LOG_WARNING), "warning");
+}
+
+static void test_util_env_empty_is_unset(void **state)
+{
+	setenv("RLB_TEST_VAR", "", 1);
+	assert_null(rlb_env("RLB_TEST_VAR"));
+	setenv("RLB_TEST_VAR", "x", 1);
+	assert_string_equal(rlb_env("RLB_TEST_VAR"), "x");
+	unsetenv("RLB_TEST_VAR");
+	assert_false(rlb_secure_mode());
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_util_hash_never_reserved),
+		cmocka_unit_test(test_util_random_spread),
+		cmocka_unit_test(test_util_random_reseeded_after_fork),
+		cmocka_unit_test(test_util_ascii_lower),
+		cmocka_unit_test(test_util_diag_collects),
+		cmocka_unit_test(test_util_log_prefix_and_levels),
+		cmocka_unit_test(test_util_log_level_names),
+		cmocka_unit_test(test_util_env_empty_is_unset),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
