@@ -16,7 +16,8 @@
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"
 #endif
-#define RLB_SYSTEM_CONFIG SYSCONFDIR "/replicalb/replicalb.conf"
+#define RLB_SYSTEM_CONFIG    SYSCONFDIR "/replicalb/replicalb.conf"
+#define RLB_MAX_CONFIG_BYTES (16 << 20) /* a bigger file is a mistake */
 
 static const struct rlb_settings builtin_settings = {
 	.load_balancing = RLB_POLICY_RANDOM,
@@ -31,37 +32,52 @@ static const struct rlb_settings builtin_settings = {
 /* The integer settings that the top level and every cluster may give. */
 static const struct int_key {
 	const char *name;
-	size_t off;	/* of its int64_t in struct rlb_settings */
+	size_t off; /* of its int64_t in struct rlb_settings */
 } int_keys[] = {
-	{ "load_balancing_first_offset",
-	  offsetof(struct rlb_settings, first_offset) },
-	{ "distributed_replica_error_half_life",
-	  offsetof(struct rlb_settings, half_life) },
-	{ "distributed_replica_error_cap",
-	  offsetof(struct rlb_settings, error_cap) },
-	{ "distributed_replica_max_ignored_errors",
-	  offsetof(struct rlb_settings, max_ignored_errors) },
-	{ "dns_cache_ttl", offsetof(struct rlb_settings, dns_cache_ttl) },
-	{ "connect_timeout_ms",
-	  offsetof(struct rlb_settings, connect_timeout_ms) },
+	{"load_balancing_first_offset",
+	 offsetof(struct rlb_settings, first_offset)},
+	{"distributed_replica_error_half_life",
+	 offsetof(struct rlb_settings, half_life)},
+	{"distributed_replica_error_cap",
+	 offsetof(struct rlb_settings, error_cap)},
+	{"distributed_replica_max_ignored_errors",
+	 offsetof(struct rlb_settings, max_ignored_errors)},
+	{"dns_cache_ttl", offsetof(struct rlb_settings, dns_cache_ttl)},
+	{"connect_timeout_ms",
+	 offsetof(struct rlb_settings, connect_timeout_ms)},
 };
 #define N_INT_KEYS (sizeof(int_keys) / sizeof(*int_keys))
-#define SET_POLICY (1u << N_INT_KEYS)	/* bit k < N_INT_KEYS: int_keys[k] */
+#define SET_POLICY (1u << N_INT_KEYS) /* bit k < N_INT_KEYS: int_keys[k] */
 
 /* Valid keys per scope, for "did you mean" hints. */
 static const char *const top_keys[] = {
-	"load_balancing", "load_balancing_first_offset",
-	"distributed_replica_error_half_life", "distributed_replica_error_cap",
-	"distributed_replica_max_ignored_errors", "local_hostname",
-	"dns_cache_ttl", "connect_timeout_ms", "state_dir", "log_level",
-	"log_target", "clusters", NULL,
+	"load_balancing",
+	"load_balancing_first_offset",
+	"distributed_replica_error_half_life",
+	"distributed_replica_error_cap",
+	"distributed_replica_max_ignored_errors",
+	"local_hostname",
+	"dns_cache_ttl",
+	"connect_timeout_ms",
+	"state_dir",
+	"log_level",
+	"log_target",
+	"clusters",
+	NULL,
 };
 static const char *const cluster_keys[] = {
-	"name", "replicas", "port", "load_balancing",
-	"load_balancing_first_offset", "distributed_replica_error_half_life",
+	"name",
+	"replicas",
+	"port",
+	"load_balancing",
+	"load_balancing_first_offset",
+	"distributed_replica_error_half_life",
 	"distributed_replica_error_cap",
-	"distributed_replica_max_ignored_errors", "dns_cache_ttl",
-	"connect_timeout_ms", "local_hostname", NULL,
+	"distributed_replica_max_ignored_errors",
+	"dns_cache_ttl",
+	"connect_timeout_ms",
+	"local_hostname",
+	NULL,
 };
 static const char *const replica_keys[] = {
 	"host", "port", "priority", "address", NULL,
@@ -69,16 +85,16 @@ static const char *const replica_keys[] = {
 
 /* Settings that one scope (a file's top level, a cluster) gives itself. */
 struct given {
-	struct rlb_settings s;	/* values of the keys present */
-	unsigned set;		/* which: int_keys bits and SET_POLICY */
-	char *local_hostname;	/* or NULL */
+	struct rlb_settings s; /* values of the keys present */
+	unsigned set;	       /* which: int_keys bits and SET_POLICY */
+	char *local_hostname;  /* or NULL */
 };
 
 /* A cluster as parsed, with the settings written inside it. */
 struct pcluster {
 	struct rlb_cluster c;
 	struct given own;
-	int name_line;		/* line of its name, for duplicate messages */
+	int name_line; /* line of its name, for duplicate messages */
 };
 
 /* What one file says, before the main and the app file are merged. */
@@ -89,7 +105,7 @@ struct layer {
 	enum rlb_log_level log_level;
 	bool has_log_target;
 	enum rlb_log_target log_target;
-	bool parsed;		/* syntax was fine and the keys were read */
+	bool parsed; /* syntax was fine and the keys were read */
 	bool has_clusters;
 	struct pcluster *clusters;
 	size_t nclusters;
@@ -97,15 +113,28 @@ struct layer {
 
 /* Error collection of one load. */
 struct parser {
-	const char *file;	/* name for messages of the file being read */
-	struct rlb_diag *diag;	/* may be NULL: count errors only */
+	const char *file;      /* name for messages of the file being read */
+	const char *text;      /* its text, or NULL */
+	const char *dir;       /* its directory, for @include'd names */
+	struct rlb_diag *diag; /* may be NULL: count errors only */
 	unsigned errors;
 	bool nomem;
 };
 
+/*
+ * libconfig names an @include'd file as written in the @include, but
+ * opens it relative to p->dir: the directory to put in front, or "".
+ */
+static const char *include_dir(const struct parser *p, const char *file)
+{
+	return p->dir && file != p->file && file[0] != '/' ? p->dir : "";
+}
+
 static void vreport(struct parser *p, const char *file, int line,
 		    const char *fmt, va_list ap)
 {
+	const char *dir = include_dir(p, file);
+	const char *sep = *dir ? "/" : "";
 	char *msg;
 
 	p->errors++;
@@ -116,9 +145,10 @@ static void vreport(struct parser *p, const char *file, int line,
 		return;
 	}
 	if (line > 0)
-		rlb_diag_add(p->diag, "%s:%d: %s", file, line, msg);
+		rlb_diag_add(p->diag, "%s%s%s:%d: %s", dir, sep, file, line,
+			     msg);
 	else
-		rlb_diag_add(p->diag, "%s: %s", file, msg);
+		rlb_diag_add(p->diag, "%s%s%s: %s", dir, sep, file, msg);
 	free(msg);
 }
 
@@ -142,16 +172,57 @@ static const char *setting_file(const struct parser *p,
 	return f ? f : p->file;
 }
 
+/*
+ * The line of setting s. libconfig gives a string list element the line
+ * of the token after it (it looks ahead for "a" "b" concatenation), so
+ * the last replica of a list would get the line of the ")": walk back to
+ * the nearest line that holds the quoted value.
+ */
+static int setting_line(const struct parser *p, const config_setting_t *s)
+{
+	int line = (int)config_setting_source_line(s);
+	const char *start, *end;
+	char *needle;
+	size_t nlen;
+
+	if (config_setting_name(s) ||
+	    config_setting_type(s) != CONFIG_TYPE_STRING || !p->text ||
+	    config_setting_source_file(s) || line < 2)
+		return line;
+	if (asprintf(&needle, "\"%s\"", config_setting_get_string(s)) < 0)
+		return line;
+	nlen = strlen(needle);
+	start = p->text;
+	for (int k = 1; k < line && start; k++) {
+		start = strchr(start, '\n');
+		if (start)
+			start++;
+	}
+	for (int k = line; start && k > 0; k--) {
+		end = strchr(start, '\n');
+		if (!end)
+			end = start + strlen(start);
+		if (memmem(start, (size_t)(end - start), needle, nlen)) {
+			line = k;
+			break;
+		}
+		if (start == p->text)
+			break;
+		for (start -= 1; start > p->text && start[-1] != '\n'; start--)
+			;
+	}
+	free(needle);
+	return line;
+}
+
 /* One error at the place of setting s. */
-static void RLB_PRINTF(3, 4) report(struct parser *p,
-				    const config_setting_t *s,
+static void RLB_PRINTF(3, 4) report(struct parser *p, const config_setting_t *s,
 				    const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(p, setting_file(p, s), (int)config_setting_source_line(s),
-		fmt, ap);
+	vreport(p, setting_file(p, s), setting_line(p, s), fmt, ap);
 	va_end(ap);
 }
 
@@ -185,12 +256,20 @@ static bool ascii_equal(const char *a, const char *b)
 	}
 }
 
-/* The closest valid key to a wrong one, or NULL if none is close. */
+/*
+ * The closest valid key to a wrong one, or NULL if none is close: one
+ * that starts with it ("prio"), else the nearest within an edit distance
+ * of 2 or a third of its length.
+ */
 static const char *suggest_key(const char *name, const char *const *keys)
 {
 	size_t best_d = SIZE_MAX, len = strlen(name);
 	const char *best = NULL;
 
+	for (const char *const *k = keys; len >= 3 && *k; k++) {
+		if (strncmp(*k, name, len) == 0)
+			return *k;
+	}
 	for (; *keys; keys++) {
 		size_t d = rlb_levenshtein(name, *keys);
 
@@ -258,8 +337,7 @@ static const char *get_string(struct parser *p, const config_setting_t *s)
 	return config_setting_get_string(s);
 }
 
-static bool get_int(struct parser *p, const config_setting_t *s,
-		    int64_t *out)
+static bool get_int(struct parser *p, const config_setting_t *s, int64_t *out)
 {
 	switch (config_setting_type(s)) {
 	case CONFIG_TYPE_INT:
@@ -274,8 +352,7 @@ static bool get_int(struct parser *p, const config_setting_t *s,
 	}
 }
 
-static bool get_count(struct parser *p, const config_setting_t *s,
-		      int64_t *out)
+static bool get_count(struct parser *p, const config_setting_t *s, int64_t *out)
 {
 	if (!get_int(p, s, out))
 		return false;
@@ -393,7 +470,7 @@ static int parse_port_text(const char *t, int64_t *out)
 			return -1;
 		v = v * 10 + (*t - '0');
 		if (v > 65535)
-			v = 65536;	/* stays out of range, never overflows */
+			v = 65536; /* stays out of range, never overflows */
 	}
 	*out = v;
 	return 0;
@@ -412,8 +489,9 @@ static void parse_replica_string(struct parser *p, const config_setting_t *s,
 		const char *end = strchr(v, ']');
 
 		if (!end || (end[1] && end[1] != ':')) {
-			report(p, s, "invalid replica \"%s\"; expected "
-				     "\"[address]\" or \"[address]:port\"",
+			report(p, s,
+			       "invalid replica \"%s\"; expected "
+			       "\"[address]\" or \"[address]:port\"",
 			       v);
 			return;
 		}
@@ -475,8 +553,8 @@ static void parse_address(struct parser *p, const config_setting_t *s,
 	for (int i = 0; i < n; i++) {
 		const char *v;
 
-		e = type == CONFIG_TYPE_STRING ? s :
-						 config_setting_get_elem(s, i);
+		e = type == CONFIG_TYPE_STRING ? s
+					       : config_setting_get_elem(s, i);
 		if (config_setting_type(e) != CONFIG_TYPE_STRING) {
 			report(p, e,
 			       "address must be a string or a list of strings");
@@ -529,8 +607,9 @@ static void parse_replica_group(struct parser *p, const config_setting_t *g,
 		return;
 	colon = strchr(v, ':');
 	if (colon && !strchr(colon + 1, ':')) {
-		report(p, host, "host \"%s\" must not include a port; use "
-				"port = N",
+		report(p, host,
+		       "host \"%s\" must not include a port; use "
+		       "port = N",
 		       v);
 		return;
 	}
@@ -565,21 +644,21 @@ static void parse_replicas(struct parser *p, const config_setting_t *s,
 		const config_setting_t *e = config_setting_get_elem(s, i);
 		struct rlb_replica *r = &c->replicas[i];
 
-		r->line = (int)config_setting_source_line(e);
+		r->line = setting_line(p, e);
 		r->priority = 1;
 		if (config_setting_type(e) == CONFIG_TYPE_STRING)
 			parse_replica_string(p, e, r);
 		else if (config_setting_type(e) == CONFIG_TYPE_GROUP)
 			parse_replica_group(p, e, r);
 		else
-			report(p, e, "replica must be a string or a group "
-				     "{ host = ...; }");
+			report(p, e,
+			       "replica must be a string or a group "
+			       "{ host = ...; }");
 	}
 }
 
 /* "host" or "host:port" ("[v6]:port") for messages. */
-static void replica_label(const struct rlb_replica *r, char *buf,
-			  size_t len)
+static void replica_label(const struct rlb_replica *r, char *buf, size_t len)
 {
 	bool v6 = strchr(r->host, ':') != NULL;
 
@@ -606,14 +685,14 @@ static void finish_replicas(struct parser *p, struct rlb_cluster *c)
 			r->port = c->port;
 		rlb_ascii_lower(key, r->host, RLB_MAX_HOST + 1);
 		n = strlen(key);
-		n += (size_t)snprintf(key + n, sizeof(key) - n, ":%d",
-				      r->port);
+		n += (size_t)snprintf(key + n, sizeof(key) - n, ":%d", r->port);
 		r->identity = rlb_hash64(key, n, 0);
 		for (size_t j = 0; j < i; j++) {
 			const struct rlb_replica *q = &c->replicas[j];
 
 			if (!q->host || q->identity != r->identity ||
-			    q->port != r->port || !ascii_equal(q->host, r->host))
+			    q->port != r->port ||
+			    !ascii_equal(q->host, r->host))
 				continue;
 			replica_label(r, label, sizeof(label));
 			report_at(p, c->file ? c->file : p->file, r->line,
@@ -654,8 +733,14 @@ static void parse_cluster(struct parser *p, const config_setting_t *g,
 	struct rlb_cluster *c = &pc->c;
 	int n = config_setting_length(g);
 
+	const char *file = setting_file(p, g);
+	const char *dir = include_dir(p, file);
+
 	c->line = (int)config_setting_source_line(g);
-	c->file = xstrdup(p, setting_file(p, g));
+	if (asprintf(&c->file, "%s%s%s", dir, *dir ? "/" : "", file) < 0) {
+		c->file = NULL;
+		p->nomem = true;
+	}
 	for (int i = 0; i < n; i++) {
 		const config_setting_t *s = config_setting_get_elem(g, i);
 		const char *key = config_setting_name(s);
@@ -717,8 +802,9 @@ static void parse_clusters(struct parser *p, const config_setting_t *s,
 		struct pcluster *pc = &l->clusters[l->nclusters];
 
 		if (config_setting_type(g) != CONFIG_TYPE_GROUP) {
-			report(p, g, "cluster must be a group { name = ...; "
-				     "replicas = ...; }");
+			report(p, g,
+			       "cluster must be a group { name = ...; "
+			       "replicas = ...; }");
 			continue;
 		}
 		l->nclusters++;
@@ -760,8 +846,9 @@ static void parse_top(struct parser *p, const config_setting_t *root,
 			if (!v)
 				continue;
 			if (v[0] != '/') {
-				report(p, s, "state_dir must be an absolute "
-					     "path");
+				report(p, s,
+				       "state_dir must be an absolute "
+				       "path");
 				continue;
 			}
 			free(l->state_dir);
@@ -771,9 +858,9 @@ static void parse_top(struct parser *p, const config_setting_t *root,
 			if (v && rlb_log_level_parse(v, &l->log_level) == 0)
 				l->has_log_level = true;
 			else if (v)
-				bad_log_level(p, setting_file(p, s),
-					      (int)config_setting_source_line(s),
-					      v);
+				bad_log_level(
+					p, setting_file(p, s),
+					(int)config_setting_source_line(s), v);
 		} else if (strcmp(key, "log_target") == 0) {
 			v = get_string(p, s);
 			if (!v)
@@ -784,8 +871,9 @@ static void parse_top(struct parser *p, const config_setting_t *root,
 			else if (strcasecmp(v, "syslog") == 0)
 				l->log_target = RLB_LOG_SYSLOG;
 			else
-				report(p, s, "unknown log_target \"%s\"; "
-					     "valid: stderr, syslog",
+				report(p, s,
+				       "unknown log_target \"%s\"; "
+				       "valid: stderr, syslog",
 				       v);
 		} else if (strcmp(key, "name") == 0 ||
 			   strcmp(key, "replicas") == 0 ||
@@ -829,8 +917,7 @@ static void layer_free(struct layer *l)
 }
 
 /* Parse libconfig text already read into lc (or its error) into l. */
-static void parse_read(struct parser *p, config_t *lc, bool ok,
-		       struct layer *l)
+static void parse_read(struct parser *p, config_t *lc, bool ok, struct layer *l)
 {
 	if (!ok) {
 		const char *f = config_error_file(lc);
@@ -845,6 +932,39 @@ static void parse_read(struct parser *p, config_t *lc, bool ok,
 	parse_top(p, config_root_setting(lc), l);
 }
 
+/* The whole of f as a string, or NULL (errno set). */
+static char *read_text(FILE *f)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap), *grown;
+	size_t n;
+
+	while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += n;
+		if (cap - len > 1)
+			continue;
+		if (cap >= RLB_MAX_CONFIG_BYTES) {
+			free(buf);
+			errno = EFBIG;
+			return NULL;
+		}
+		grown = realloc(buf, cap * 2);
+		if (!grown)
+			free(buf);
+		buf = grown;
+		cap *= 2;
+	}
+	if (!buf)
+		return NULL;
+	if (ferror(f)) {
+		free(buf);
+		errno = EIO;
+		return NULL;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
 /*
  * Read and parse one file into l, stamping it. Returns 0 (errors, if
  * any, counted in p) or -ENOENT when the file does not exist.
@@ -853,7 +973,7 @@ static int read_file(struct parser *p, const char *path, struct layer *l,
 		     struct rlb_file_stamp *stamp)
 {
 	const char *slash = strrchr(path, '/');
-	char *dir = NULL;
+	char *dir = NULL, *text;
 	char ebuf[128];
 	struct stat st;
 	config_t lc;
@@ -880,18 +1000,32 @@ static int read_file(struct parser *p, const char *path, struct layer *l,
 			goto out_close;
 		}
 	}
+	text = read_text(f);
+	if (!text) {
+		if (errno == ENOMEM)
+			p->nomem = true;
+		else
+			report_at(p, path, 0, "cannot read: %s",
+				  strerror_r(errno, ebuf, sizeof(ebuf)));
+		goto out_close;
+	}
 	/* @include "x" is relative to the including file's directory. */
 	if (slash)
-		dir = slash == path ? strdup("/") :
-				      strndup(path, (size_t)(slash - path));
+		dir = slash == path ? strdup("/")
+				    : strndup(path, (size_t)(slash - path));
 	config_init(&lc);
 	if (dir)
 		config_set_include_dir(&lc, dir);
 	p->file = path;
-	ok = config_read(&lc, f) == CONFIG_TRUE;
+	p->text = text;
+	p->dir = dir;
+	ok = config_read_string(&lc, text) == CONFIG_TRUE;
 	parse_read(p, &lc, ok, l);
+	p->text = NULL;
+	p->dir = NULL;
 	config_destroy(&lc);
 	free(dir);
+	free(text);
 out_close:
 	fclose(f);
 	return 0;
@@ -921,8 +1055,8 @@ static void merge(struct parser *p, struct layer *m, struct layer *a,
 	cfg->defaults = builtin_settings;
 	given_apply(&cfg->defaults, &m->top);
 	given_apply(&cfg->defaults, &a->top);
-	cfg->local_hostname = a->top.local_hostname ? a->top.local_hostname :
-						      m->top.local_hostname;
+	cfg->local_hostname = a->top.local_hostname ? a->top.local_hostname
+						    : m->top.local_hostname;
 	if (cfg->local_hostname == a->top.local_hostname)
 		a->top.local_hostname = NULL;
 	else
@@ -1095,9 +1229,9 @@ void rlb_config_source_from_env(struct rlb_config_source *src)
 int rlb_config_load(const struct rlb_config_source *src,
 		    struct rlb_config **out, struct rlb_diag *diag)
 {
-	struct rlb_file_stamp stamps[2] = { 0 };
-	struct parser p = { .diag = diag };
-	struct layer m = { 0 }, a = { 0 };
+	struct rlb_file_stamp stamps[2] = {0};
+	struct parser p = {.diag = diag};
+	struct layer m = {0}, a = {0};
 	const char *path = src && src->path ? src->path : rlb_config_path();
 	const char *app = src ? src->app : NULL;
 	size_t nstamps = 1;
@@ -1137,13 +1271,17 @@ int rlb_config_load(const struct rlb_config_source *src,
 int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag)
 {
-	struct parser p = { .diag = diag, .file = name ? name : "(string)" };
-	struct layer m = { 0 }, a = { 0 };
+	struct parser p = {
+		.diag = diag,
+		.file = name ? name : "(string)",
+		.text = text ? text : "",
+	};
+	struct layer m = {0}, a = {0};
 	config_t lc;
 	bool ok;
 
 	config_init(&lc);
-	ok = config_read_string(&lc, text ? text : "") == CONFIG_TRUE;
+	ok = config_read_string(&lc, p.text) == CONFIG_TRUE;
 	parse_read(&p, &lc, ok, &m);
 	config_destroy(&lc);
 	if (m.parsed && !m.has_clusters)

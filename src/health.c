@@ -251,7 +251,8 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 		long idx = table_claim(slots, live[j].key, true);
 
 		/* A duplicate (from an unlocked claim) keeps the larger. */
-		if (idx >= 0 && atomic_load(&slots[idx].errors) < live[j].errors)
+		if (idx >= 0 &&
+		    atomic_load(&slots[idx].errors) < live[j].errors)
 			atomic_store(&slots[idx].errors, live[j].errors);
 	}
 	free(live);
@@ -319,6 +320,16 @@ static int lock_file(int fd)
 			return -1;
 		nanosleep(&ms, NULL);
 	}
+}
+
+/*
+ * Release the lock explicitly: a mapping of the file keeps the open file
+ * description, and with it the flock, alive past close().
+ */
+static void unlock_close(int fd)
+{
+	flock(fd, LOCK_UN);
+	close(fd);
 }
 
 /* Why st (of a state file or directory) must not be used, or NULL. */
@@ -445,8 +456,9 @@ static void state_file_name(const char *name, char *out, size_t outlen)
 
 	for (i = 0; i < keep && i + 1 < outlen; i++) {
 		char ch = name[i];
-		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-			  ch == '.' || ch == '_' || ch == '-';
+		bool ok = (ch >= 'a' && ch <= 'z') ||
+			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+			  ch == '-';
 
 		out[i] = ok ? ch : '_';
 	}
@@ -604,7 +616,7 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 		rlb_log(RLB_LOG_WARNING, "state file %s is corrupt (%s): "
 			"set aside as %s/%s and recreated", path, why, dir,
 			aside);
-		close(fd);
+		unlock_close(fd);
 		fd = -1;
 	}
 
@@ -626,7 +638,7 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 			table_prune(map->slots, ids, c->nreplicas);
 		free(ids);
 	}
-	close(fd);
+	unlock_close(fd);
 	return h;
 
 out_unmap:
@@ -635,7 +647,7 @@ out_unmap:
 	free(h);
 	munmap(map, size);
 out_close:
-	close(fd);
+	unlock_close(fd);
 out_warn:
 	rlb_log(RLB_LOG_WARNING, "state file %s not used (%s): health of "
 		"cluster %s is private to this process", path, why,
@@ -753,7 +765,7 @@ static struct health_slot *reclaim(struct rlb_health *h,
 		s = &h->map->slots[atomic_load(&h->slot[i])];
 out_close:
 	if (fd >= 0)
-		close(fd);
+		unlock_close(fd);
 	errno = saved;
 	return s;
 }

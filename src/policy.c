@@ -273,12 +273,13 @@ int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 			    uint64_t rr_last)
 {
 	uint64_t n = c->nreplicas;
-	uint64_t k, l;
+	uint64_t k, l, v;
 	int64_t off;
 
 	if (n == 0)
 		return 0;
-	k = i % n;
+	/* Called once per replica per selection: divide only when needed. */
+	k = i < n ? i : i % n;
 	switch (c->s.load_balancing) {
 	case RLB_POLICY_NEAREST_HOSTNAME:
 	case RLB_POLICY_LEVENSHTEIN:
@@ -290,14 +291,18 @@ int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 	case RLB_POLICY_FIRST_OR_RANDOM:
 		/* Mathematical modulo: the config rejects negative offsets,
 		 * but one that slips through still names a valid index. */
-		off = c->s.first_offset % (int64_t)n;
-		if (off < 0)
-			off += (int64_t)n;
+		off = c->s.first_offset;
+		if (off < 0 || (uint64_t)off >= n) {
+			off %= (int64_t)n;
+			if (off < 0)
+				off += (int64_t)n;
+		}
 		return k == (uint64_t)off ? 0 : 1;
 	case RLB_POLICY_ROUND_ROBIN:
-		/* (i - L - 1) mod N with every term in [0, 2N), unsigned. */
-		l = rr_last % n;
-		return (int64_t)((k + n - 1 - l) % n);
+		/* (i - L - 1) mod N, unsigned: k + N - 1 - L is in [0, 2N). */
+		l = rr_last < n ? rr_last : rr_last % n;
+		v = k + n - 1 - l;
+		return (int64_t)(v >= n ? v - n : v);
 	default:
 		return 0;
 	}

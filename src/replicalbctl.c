@@ -53,35 +53,34 @@ struct ctl_cmd {
 	int (*run)(struct rlb_config *cfg, const struct ctl_opts *o);
 };
 
+static const char synopsis[] =
+	"usage: " CTL_NAME " [-c FILE] [-a APP] [-H HOSTNAME] COMMAND [ARGS]\n";
+
 static const char usage_text[] =
-	"usage: " CTL_NAME " [-c FILE] [-a APP] [-H HOSTNAME] COMMAND [ARGS]\n"
 	"\n"
 	"commands:\n"
-	"  check                          validate the config, list clusters\n"
+	"  check                     validate the config, list clusters\n"
 	"  resolve [-n COUNT] [--peek] [-v] NAME\n"
-	"                                 perform COUNT selections, print the "
-	"orders\n"
-	"  status [--json] [CLUSTER]      show error counts and recovery "
-	"times\n"
+	"                            perform selections, print the orders\n"
+	"  status [--json] [CLUSTER] show error counts, recovery times\n"
 	"  record-error CLUSTER HOST[:PORT] [COUNT]\n"
-	"                                 count errors against a replica\n"
-	"  reset [CLUSTER [HOST[:PORT]]]  zero error counts\n"
-	"  policies                       list the load_balancing policies\n"
+	"                            count errors against a replica\n"
+	"  reset [CLUSTER [HOST[:PORT]]]\n"
+	"                            zero error counts\n"
+	"  policies                  list the load_balancing policies\n"
 	"\n"
 	"options:\n"
-	"  -c, --config FILE              config file (default "
-	"$REPLICALB_CONFIG,\n"
-	"                                 else " SYSCONFDIR
-	"/replicalb/replicalb.conf)\n"
-	"  -a, --app APP                  also read apps.d/APP.conf\n"
-	"  -H, --hostname NAME            local hostname for hostname "
-	"policies\n"
-	"  -n, --count COUNT              resolve: number of selections\n"
-	"      --peek                     resolve: change no shared state\n"
-	"  -v, --verbose                  resolve: show each replica's key\n"
-	"      --json                     status: print one JSON object\n"
-	"  -h, --help                     show this help\n"
-	"      --version                  show the version\n";
+	"  -c, --config FILE         config file; default: $REPLICALB_CONFIG,\n"
+	"                            else the system file:\n"
+	"                            " SYSCONFDIR "/replicalb/replicalb.conf\n"
+	"  -a, --app APP             also read apps.d/APP.conf\n"
+	"  -H, --hostname NAME       local hostname for hostname policies\n"
+	"  -n, --count COUNT         resolve: number of selections\n"
+	"      --peek                resolve: change no shared state\n"
+	"  -v, --verbose             resolve: show each replica's key\n"
+	"      --json                status: print one JSON object\n"
+	"  -h, --help                show this help\n"
+	"      --version             show the version\n";
 
 static void ctl_error(const char *fmt, ...) RLB_PRINTF(1, 2);
 
@@ -96,7 +95,7 @@ static void ctl_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* A usage error: the message, then the usage text, both on stderr. */
+/* A usage error: the message, then the synopsis, both on stderr. */
 static int ctl_usage_error(const char *fmt, ...) RLB_PRINTF(1, 2);
 
 static int ctl_usage_error(const char *fmt, ...)
@@ -108,7 +107,8 @@ static int ctl_usage_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	fputs(usage_text, stderr);
+	fputs(synopsis, stderr);
+	fputs("Try '" CTL_NAME " --help' for more.\n", stderr);
 	return 1;
 }
 
@@ -227,10 +227,7 @@ static ssize_t find_replica(const struct rlb_cluster *c, const char *spec)
 		ctl_error("no replica %s in cluster %s", spec, c->name);
 		return -1;
 	}
-	if (matches > 1 && port) {
-		ctl_error("%s: several replicas in cluster %s", spec, c->name);
-		return -1;
-	}
+	/* Config rejects duplicate host:port, so only a bare host can. */
 	if (matches > 1) {
 		ctl_error("%s: ambiguous in cluster %s, add :PORT", spec,
 			  c->name);
@@ -573,6 +570,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			o->given |= CTL_OPT_JSON;
 			break;
 		case 'h':
+			fputs(synopsis, stdout);
 			fputs(usage_text, stdout);
 			return 0;
 		case OPT_VERSION:
@@ -582,11 +580,12 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			return ctl_usage_error("option %s needs an argument",
 					       argv[optind - 1]);
 		default:
-			if (optopt > 0 && optopt < 256)
-				return ctl_usage_error("unknown option -%c",
-						       optopt);
-			return ctl_usage_error("unknown option %s",
-					       argv[optind - 1]);
+			/* A long option: unknown, or given an argument. */
+			if (optopt <= 0 || optopt >= 256 ||
+			    strncmp(argv[optind - 1], "--", 2) == 0)
+				return ctl_usage_error("invalid option %s",
+						       argv[optind - 1]);
+			return ctl_usage_error("unknown option -%c", optopt);
 		}
 	}
 	while (optind < argc)

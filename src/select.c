@@ -8,8 +8,12 @@
 
 /* Keys for up to this many replicas live on the stack. */
 #define STACK_KEYS 64
-/* Ranges up to this size are left to the final insertion sort. */
+/* Ranges up to this size are insertion sorted. */
 #define SMALL_RANGE 16
+/* Above this many keys, sort packed integer keys by radix instead. */
+#define RADIX_MIN 64
+/* Bits of the random tiebreak in a packed key. */
+#define RANDOM_BITS 32
 
 struct rlb_selection *rlb_selection_new(size_t n)
 {
@@ -125,11 +129,10 @@ static size_t partition(struct rlb_select_key *k, size_t lo, size_t hi)
 
 /*
  * Introsort without recursion: quicksort that always continues with the
- * smaller side (so the explicit stack stays below log2 n), heapsort when a
- * range goes too deep, and one insertion sort pass over the nearly sorted
- * whole at the end.
+ * smaller side (so the explicit stack stays below log2 n), heapsort for a
+ * range that goes too deep, insertion sort for small ranges.
  */
-void rlb_select_sort(struct rlb_select_key *keys, size_t n)
+static void intro_sort(struct rlb_select_key *keys, size_t n)
 {
 	struct {
 		size_t lo, hi;
@@ -144,39 +147,218 @@ void rlb_select_sort(struct rlb_select_key *keys, size_t n)
 		depth += 2;
 	hi = n - 1;
 	for (;;) {
-		while (hi - lo + 1 > SMALL_RANGE) {
-			size_t p, ln, rn;
+		size_t len = hi - lo + 1, p;
 
-			if (depth == 0) {
-				heap_sort(keys + lo, hi - lo + 1);
-				break;
-			}
+		if (len <= SMALL_RANGE) {
+			insertion_sort(keys + lo, len);
+		} else if (depth == 0) {
+			heap_sort(keys + lo, len);
+		} else {
 			depth--;
 			p = partition(keys, lo, hi);
-			ln = p - lo + 1;
-			rn = hi - p;
-			if (ln < rn) {
+			stack[top].depth = depth;
+			if (p - lo + 1 < hi - p) {
 				stack[top].lo = p + 1;
 				stack[top].hi = hi;
-				stack[top].depth = depth;
-				top++;
 				hi = p;
 			} else {
 				stack[top].lo = lo;
 				stack[top].hi = p;
-				stack[top].depth = depth;
-				top++;
 				lo = p + 1;
 			}
+			top++;
+			continue;
 		}
 		if (top == 0)
-			break;
+			return;
 		top--;
 		lo = stack[top].lo;
 		hi = stack[top].hi;
 		depth = stack[top].depth;
 	}
-	insertion_sort(keys, n);
+}
+
+static unsigned bit_width(uint64_t x)
+{
+	return x ? 64 - (unsigned)__builtin_clzll(x) : 0;
+}
+
+static uint64_t shl(uint64_t v, unsigned w)
+{
+	return w >= 64 ? 0 : v << w;
+}
+
+/*
+ * Comparison sorts of large key sets lose most of their time to branch
+ * mispredictions. Instead, each field of the key is reduced to the bits
+ * its range spans (for a selection: errors and config priority usually
+ * none, the policy a few, random 32), the fields are concatenated in key
+ * order into one uint64 with the key's position in the lowest bits, and
+ * the integers are LSD radix sorted a byte at a time.
+ */
+
+/*
+ * Stable LSD radix sort of a[0..n) on bits [lo, hi), a byte per pass;
+ * bytes that every key shares are skipped. The keys start in position
+ * order and the position fills bits below lo, so those need no pass.
+ * b is scratch for n; returns whichever of a and b holds the result.
+ */
+static uint64_t *radix_u64(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
+			   unsigned hi)
+{
+	for (unsigned shift = lo; shift < hi; shift += 8) {
+		uint32_t count[256] = { 0 }, sum = 0;
+		uint64_t *t;
+
+		for (size_t i = 0; i < n; i++)
+			count[(a[i] >> shift) & 0xff]++;
+		if (count[(a[0] >> shift) & 0xff] == n)
+			continue;
+		for (size_t d = 0; d < 256; d++) {
+			uint32_t c = count[d];
+
+			count[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			b[count[(a[i] >> shift) & 0xff]++] = a[i];
+		t = a;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Running minimum and maximum of one key field, offset to unsigned. */
+struct range {
+	uint64_t min, max;
+};
+
+#define RANGE_INIT { UINT64_MAX, 0 }
+
+static inline void range_add(struct range *r, uint64_t v)
+{
+	r->min = v < r->min ? v : r->min;
+	r->max = v > r->max ? v : r->max;
+}
+
+static inline unsigned range_bits(const struct range *r)
+{
+	return bit_width(r->max - r->min);
+}
+
+/* Signed to unsigned, preserving order. */
+static inline uint64_t ord64(int64_t v)
+{
+	return (uint64_t)v ^ (UINT64_C(1) << 63);
+}
+
+/*
+ * Radix sort of keys (scratch: radix_scratch(n) bytes). The index field
+ * needs bits of its own only when it is not already the position.
+ * Returns false, sorting nothing, when the packed key needs > 64 bits.
+ */
+static size_t radix_scratch(size_t n)
+{
+	return n * (2 * sizeof(uint64_t) + sizeof(struct rlb_select_key));
+}
+
+static bool radix_sort(struct rlb_select_key *keys, size_t n, void *scratch)
+{
+	uint64_t *a = scratch, *b = a + n;
+	struct rlb_select_key *sorted = (struct rlb_select_key *)(b + n);
+	struct range e = RANGE_INIT, p = RANGE_INIT, q = RANGE_INIT;
+	struct range r = RANGE_INIT, x = RANGE_INIT;
+	bool index_is_pos = true;
+	unsigned we, wp, wq, wr, wi, wpos;
+
+	for (size_t i = 0; i < n; i++) {
+		range_add(&e, keys[i].errors);
+		range_add(&p, ord64(keys[i].priority));
+		range_add(&q, ord64(keys[i].policy_prio));
+		range_add(&r, keys[i].random);
+		range_add(&x, keys[i].index);
+		index_is_pos &= keys[i].index == i;
+	}
+	we = range_bits(&e);
+	wp = range_bits(&p);
+	wq = range_bits(&q);
+	wr = range_bits(&r);
+	wi = index_is_pos ? 0 : range_bits(&x);
+	wpos = bit_width(n - 1);
+	if (we + wp + wq + wr + wi + wpos > 64)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		const struct rlb_select_key *k = &keys[i];
+		uint64_t v = k->errors - e.min;
+
+		v = shl(v, wp) | (ord64(k->priority) - p.min);
+		v = shl(v, wq) | (ord64(k->policy_prio) - q.min);
+		v = shl(v, wr) | (k->random - r.min);
+		v = shl(v, wi) | (index_is_pos ? 0 : k->index - x.min);
+		a[i] = shl(v, wpos) | i;
+	}
+	a = radix_u64(a, b, n, wpos, we + wp + wq + wr + wi + wpos);
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = keys[a[i] & (shl(1, wpos) - 1)];
+	memcpy(keys, sorted, n * sizeof(*keys));
+	return true;
+}
+
+void rlb_select_sort(struct rlb_select_key *keys, size_t n)
+{
+	void *scratch;
+
+	/* Without memory for the radix sort, the comparison sort will do. */
+	if (n > RADIX_MIN && n <= UINT32_MAX) {
+		scratch = malloc(radix_scratch(n));
+		if (scratch && radix_sort(keys, n, scratch)) {
+			free(scratch);
+			return;
+		}
+		free(scratch);
+	}
+	intro_sort(keys, n);
+}
+
+/*
+ * Selection over many replicas: the packed key built straight from the
+ * per-replica values already in sel (index = position, so the order is
+ * the low bits), into a (2n uint64s). False if it does not fit 64 bits.
+ */
+static bool select_packed(const struct rlb_cluster *c, struct rlb_selection *sel,
+			  size_t n, uint64_t ignored, uint64_t *a)
+{
+	struct range e = RANGE_INIT, p = RANGE_INIT, q = RANGE_INIT;
+	unsigned we, wp, wq, wpos = bit_width(n - 1);
+	uint64_t *sorted;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t err = sel->errors[i];
+
+		range_add(&e, err > ignored ? err - ignored : 0);
+		range_add(&p, ord64(c->replicas[i].priority));
+		range_add(&q, ord64(sel->policy_prio[i]));
+	}
+	we = range_bits(&e);
+	wp = range_bits(&p);
+	wq = range_bits(&q);
+	if (we + wp + wq + RANDOM_BITS + wpos > 64)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t err = sel->errors[i];
+		uint64_t v = (err > ignored ? err - ignored : 0) - e.min;
+
+		v = shl(v, wp) | (ord64(c->replicas[i].priority) - p.min);
+		v = shl(v, wq) | (ord64(sel->policy_prio[i]) - q.min);
+		v = v << RANDOM_BITS | rlb_random_u32();
+		a[i] = shl(v, wpos) | i;
+	}
+	sorted = radix_u64(a, a + n, n, wpos,
+			   we + wp + wq + RANDOM_BITS + wpos);
+	for (size_t i = 0; i < n; i++)
+		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
+	return true;
 }
 
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
@@ -197,33 +379,34 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 	if (c->s.load_balancing == RLB_POLICY_ROUND_ROBIN)
 		rr_last = (peek ? rlb_health_rr_peek(c) :
 				  rlb_health_rr_next(c)) % c->nreplicas;
+	for (size_t i = 0; i < n; i++) {
+		sel->errors[i] = rlb_health_errors(c, i, now, peek);
+		sel->policy_prio[i] = rlb_policy_priority(c, i, rr_last);
+	}
 	if (n > STACK_KEYS) {
-		keys = malloc(n * sizeof(*keys));
-		/* Out of memory: still report counts, in config order. */
+		/* Room for the keys, or for the packed keys and scratch. */
+		keys = n <= UINT32_MAX ? malloc(n * sizeof(*keys)) : NULL;
 		if (!keys) {
-			for (size_t i = 0; i < n; i++) {
-				sel->errors[i] = rlb_health_errors(c, i, now,
-								   peek);
-				sel->policy_prio[i] =
-					rlb_policy_priority(c, i, rr_last);
+			/* Out of memory: config order, never a crash. */
+			for (size_t i = 0; i < n; i++)
 				sel->order[i] = (uint32_t)i;
-			}
+			return;
+		}
+		if (select_packed(c, sel, n, ignored, (uint64_t *)keys)) {
+			free(keys);
 			return;
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t e = rlb_health_errors(c, i, now, peek);
-		int64_t pp = rlb_policy_priority(c, i, rr_last);
+		uint64_t err = sel->errors[i];
 
-		sel->errors[i] = e;
-		sel->policy_prio[i] = pp;
-		keys[i].errors = e > ignored ? e - ignored : 0;
+		keys[i].errors = err > ignored ? err - ignored : 0;
 		keys[i].priority = c->replicas[i].priority;
-		keys[i].policy_prio = pp;
+		keys[i].policy_prio = sel->policy_prio[i];
 		keys[i].random = rlb_random_u32();
 		keys[i].index = (uint32_t)i;
 	}
-	rlb_select_sort(keys, n);
+	intro_sort(keys, n);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = keys[i].index;
 	if (keys != stack_keys)

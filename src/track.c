@@ -107,9 +107,16 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len,
 	return false;
 }
 
+/* Home slot of an address: a multiply-mix, cheap on every connect(). */
 static size_t addr_home(const struct dest *d)
 {
-	return rlb_hash64(d->addr, sizeof(d->addr), d->family) % ADDR_SLOTS;
+	uint64_t a, b, h;
+
+	memcpy(&a, d->addr, 8);
+	memcpy(&b, d->addr + 8, 8);
+	h = (a ^ (b * 0x9e3779b97f4a7c15ULL) ^ d->family) *
+	    0xbf58476d1ce4e5b9ULL;
+	return (h ^ (h >> 29)) % ADDR_SLOTS;
 }
 
 static bool same_addr(const struct dest *a, const struct dest *b)

@@ -26,8 +26,9 @@
  * (blocking on even rounds; non-blocking with poll() and SO_ERROR on odd
  * ones), closes each socket and frees the list; every 8th round also calls
  * gethostbyname_r(). Threads 0-3 fork a child every FORK_EVERY rounds that
- * does 3 rounds itself; threads 4-5 every EXEC_EVERY rounds exec this
- * program in --child mode, /bin/true and, with -p, PYTHON resolving NAME.
+ * does 3 rounds itself (getaddrinfo only, see round_once()); threads 4-5
+ * every EXEC_EVERY rounds exec this program in --child mode, /bin/true
+ * and, with -p, PYTHON resolving NAME.
  *
  * Prints one line of totals over all threads and children:
  *   rounds=R ok=O refused=F other=X gai_errors=G forks=K execs=E failures=B
@@ -45,7 +46,7 @@ struct counts {
 	unsigned long gai;	/* resolver failures */
 	unsigned long forks;	/* fork children reaped */
 	unsigned long execs;	/* exec children reaped */
-	unsigned long failures;	/* children that failed or misreported */
+	unsigned long failures; /* children that failed or misreported */
 };
 
 static const char *name;
@@ -80,13 +81,14 @@ static void classify(int err, struct counts *c)
 static void connect_one(const struct addrinfo *ai, int nonblock,
 			struct counts *c)
 {
+	int type = ai->ai_socktype | SOCK_CLOEXEC;
 	struct pollfd pfd;
 	socklen_t len;
 	int fd, err;
 
-	fd = socket(ai->ai_family,
-		    ai->ai_socktype | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0),
-		    ai->ai_protocol);
+	if (nonblock)
+		type |= SOCK_NONBLOCK;
+	fd = socket(ai->ai_family, type, ai->ai_protocol);
 	if (fd < 0) {
 		c->other++;
 		return;
@@ -95,19 +97,23 @@ static void connect_one(const struct addrinfo *ai, int nonblock,
 	if (nonblock && err == EINPROGRESS) {
 		pfd.fd = fd;
 		pfd.events = POLLOUT;
-		if (poll(&pfd, 1, 10000) != 1) {
+		len = sizeof(err);
+		if (poll(&pfd, 1, 10000) != 1)
 			err = ETIMEDOUT;
-		} else {
-			len = sizeof(err);
-			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-				err = errno;
-		}
+		else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
 	}
 	classify(err, c);
 	close(fd);
 }
 
-static void round_once(int n, struct counts *c)
+/*
+ * One round. `forked`: we are a fork child of a multithreaded process, so
+ * skip gethostbyname_r(), which takes glibc's resolv.conf lock even for an
+ * address literal; a thread of the parent may have held it at fork() and
+ * the child would wait forever (a glibc limit, not the library's).
+ */
+static void round_once(int n, int forked, struct counts *c)
 {
 	struct addrinfo hints, *res, *ai;
 	struct hostent he, *hp;
@@ -127,7 +133,7 @@ static void round_once(int n, struct counts *c)
 		connect_one(ai, n & 1, c);
 	freeaddrinfo(res);
 
-	if (n % 8 == 0) {
+	if (!forked && n % 8 == 0) {
 		hp = NULL;
 		rc = gethostbyname_r(name, &he, buf, sizeof(buf), &hp, &herr);
 		if (rc != 0 || hp == NULL || hp->h_addr_list[0] == NULL)
@@ -185,7 +191,7 @@ static void do_fork(struct counts *c)
 	if (pid == 0) {
 		memset(&child, 0, sizeof(child));
 		for (i = 0; i < 3; i++)
-			round_once(i, &child);
+			round_once(i, 1, &child);
 		if (write(p[1], &child, sizeof(child)) != sizeof(child))
 			_exit(3);
 		_exit(0);
@@ -240,7 +246,8 @@ static void do_exec(char *const argv[], int parse, struct counts *c)
 	if (!parse)
 		return;
 	memset(&child, 0, sizeof(child));
-	n = sscanf(buf, "rounds=%lu ok=%lu refused=%lu other=%lu gai_errors=%lu",
+	n = sscanf(buf,
+		   "rounds=%lu ok=%lu refused=%lu other=%lu gai_errors=%lu",
 		   &child.rounds, &child.ok, &child.refused, &child.other,
 		   &child.gai);
 	if (n != 5) {
@@ -253,8 +260,8 @@ static void do_exec(char *const argv[], int parse, struct counts *c)
 
 struct worker {
 	pthread_t tid;
-	int index;		/* thread number, 0 .. nthreads-1 */
-	struct counts c;	/* this thread's totals */
+	int index;	 /* thread number, 0 .. nthreads-1 */
+	struct counts c; /* this thread's totals */
 };
 
 static void *worker(void *arg)
@@ -262,13 +269,16 @@ static void *worker(void *arg)
 	struct worker *w = arg;
 	struct counts *c = &w->c;
 	int t = w->index;
-	char *self[] = { "/proc/self/exe", "--child", "3", (char *)name,
-			 (char *)port, NULL };
-	char *truth[] = { "/bin/true", NULL };
-	char *py[] = { (char *)python, "-c",
-		       "import socket, sys; "
-		       "assert socket.getaddrinfo(sys.argv[1], sys.argv[2])",
-		       (char *)name, (char *)port, NULL };
+	char *self[] = {"/proc/self/exe", "--child",	"3",
+			(char *)name,	  (char *)port, NULL};
+	char *truth[] = {"/bin/true", NULL};
+	char *py[] = {(char *)python,
+		      "-c",
+		      "import socket, sys; "
+		      "assert socket.getaddrinfo(sys.argv[1], sys.argv[2])",
+		      (char *)name,
+		      (char *)port,
+		      NULL};
 	int i;
 
 	for (i = 0; i < iters; i++) {
@@ -281,7 +291,7 @@ static void *worker(void *arg)
 			if (python)
 				do_exec(py, 0, c);
 		}
-		round_once(i, c);
+		round_once(i, 0, c);
 	}
 	return NULL;
 }
@@ -298,8 +308,8 @@ static void print_counts(const struct counts *c)
 static int usage(void)
 {
 	fprintf(stderr, "usage: hammer [-t THREADS] [-i ITERS] [-f FORK_EVERY] "
-		"[-x EXEC_EVERY] [-p PYTHON] NAME PORT\n"
-		"       hammer --child ROUNDS NAME PORT\n");
+			"[-x EXEC_EVERY] [-p PYTHON] NAME PORT\n"
+			"       hammer --child ROUNDS NAME PORT\n");
 	return 2;
 }
 
@@ -315,19 +325,30 @@ int main(int argc, char **argv)
 		port = argv[4];
 		memset(&total, 0, sizeof(total));
 		for (i = 0; i < rounds; i++)
-			round_once(i, &total);
+			round_once(i, 0, &total);
 		print_counts(&total);
 		return total.other || total.gai ? 1 : 0;
 	}
 
 	while ((opt = getopt(argc, argv, "t:i:f:x:p:")) != -1) {
 		switch (opt) {
-		case 't': nthreads = atoi(optarg); break;
-		case 'i': iters = atoi(optarg); break;
-		case 'f': fork_every = atoi(optarg); break;
-		case 'x': exec_every = atoi(optarg); break;
-		case 'p': python = optarg; break;
-		default: return usage();
+		case 't':
+			nthreads = atoi(optarg);
+			break;
+		case 'i':
+			iters = atoi(optarg);
+			break;
+		case 'f':
+			fork_every = atoi(optarg);
+			break;
+		case 'x':
+			exec_every = atoi(optarg);
+			break;
+		case 'p':
+			python = optarg;
+			break;
+		default:
+			return usage();
 		}
 	}
 	if (argc - optind != 2 || nthreads < 1 || nthreads > 256 || iters < 0)

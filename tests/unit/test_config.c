@@ -1,0 +1,1397 @@
+/* test_config.c - unit tests of config.c: parsing, validation, overlays. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rlb.h"
+
+#define ETC_DIR TEST_DATA_DIR "/../../etc"
+#define MINIMAL "clusters = ( { name = \"c\"; replicas = ( \"a\" ); } );\n"
+
+static void dump_diag(const struct rlb_diag *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		print_message("diag: %s\n", d->msgs[i]);
+}
+
+static struct rlb_config *parse_ok(const char *text)
+{
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	int rc;
+
+	rc = rlb_config_parse_string(text, "t.conf", &cfg, &d);
+	dump_diag(&d);
+	assert_int_equal(rc, 0);
+	assert_int_equal(d.n, 0);
+	assert_non_null(cfg);
+	rlb_diag_free(&d);
+	return cfg;
+}
+
+/* Assert that d holds exactly the NULL-terminated messages, in order. */
+static void check_diag_va(const struct rlb_diag *d, va_list ap)
+{
+	const char *want;
+	size_t n = 0;
+
+	while ((want = va_arg(ap, const char *))) {
+		if (n >= d->n) {
+			dump_diag(d);
+			fail_msg("missing message: %s", want);
+		}
+		if (strcmp(d->msgs[n], want) != 0) {
+			dump_diag(d);
+			fail_msg("message %zu:\n got: %s\nwant: %s", n,
+				 d->msgs[n], want);
+		}
+		n++;
+	}
+	if (n != d->n) {
+		dump_diag(d);
+		fail_msg("%zu messages, expected %zu", d->n, n);
+	}
+}
+
+/* Parse text as "t.conf", expecting -EINVAL and exactly these messages. */
+static void expect_errors(const char *text, ...)
+{
+	struct rlb_config *cfg = (struct rlb_config *)&cfg;
+	struct rlb_config *const untouched = cfg;
+	struct rlb_diag d = {0};
+	va_list ap;
+
+	assert_int_equal(rlb_config_parse_string(text, "t.conf", &cfg, &d),
+			 -EINVAL);
+	assert_ptr_equal(cfg, untouched);
+	va_start(ap, text);
+	check_diag_va(&d, ap);
+	va_end(ap);
+	rlb_diag_free(&d);
+}
+
+static void expect_diag(const struct rlb_diag *d, ...)
+{
+	va_list ap;
+
+	va_start(ap, d);
+	check_diag_va(d, ap);
+	va_end(ap);
+}
+
+/* A config with one cluster "c" whose replicas list is `replicas`. */
+static char *one_cluster(const char *extra, const char *replicas)
+{
+	char *s;
+
+	assert_true(asprintf(&s,
+			     "clusters = (\n"
+			     "  { name = \"c\";\n"
+			     "%s"
+			     "    replicas = (\n"
+			     "%s"
+			     "    );\n"
+			     "  }\n"
+			     ");\n",
+			     extra, replicas) > 0);
+	return s;
+}
+
+static uint64_t identity_of(const char *key)
+{
+	return rlb_hash64(key, strlen(key), 0);
+}
+
+/* Temporary directory with files; removed by tmp_cleanup(). */
+struct tmp {
+	char dir[64];
+};
+
+static void tmp_make(struct tmp *t)
+{
+	strcpy(t->dir, "/tmp/rlb-test-config-XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+}
+
+static char *tmp_path(const struct tmp *t, const char *rel)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", t->dir, rel) > 0);
+	return p;
+}
+
+static void tmp_write(const struct tmp *t, const char *rel, const char *text)
+{
+	char *p = tmp_path(t, rel);
+	FILE *f;
+
+	if (strchr(rel, '/')) {
+		char *d = tmp_path(t, "apps.d");
+
+		mkdir(d, 0700);
+		free(d);
+	}
+	f = fopen(p, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+	free(p);
+}
+
+static void tmp_remove(const struct tmp *t, const char *rel)
+{
+	char *p = tmp_path(t, rel);
+
+	unlink(p);
+	free(p);
+}
+
+static void tmp_cleanup(const struct tmp *t)
+{
+	char *p = tmp_path(t, "apps.d");
+	char cmd[128];
+
+	rmdir(p);
+	free(p);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* ---------------------------------------------------------------- */
+
+static void test_config_defaults(void **state)
+{
+	struct rlb_config *cfg = parse_ok(MINIMAL);
+	struct rlb_cluster *c;
+
+	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_RANDOM);
+	assert_int_equal(cfg->defaults.first_offset, 0);
+	assert_int_equal(cfg->defaults.half_life, 60);
+	assert_int_equal(cfg->defaults.error_cap, 1000);
+	assert_int_equal(cfg->defaults.max_ignored_errors, 0);
+	assert_int_equal(cfg->defaults.dns_cache_ttl, 15);
+	assert_int_equal(cfg->defaults.connect_timeout_ms, 1000);
+	assert_null(cfg->local_hostname);
+	assert_null(cfg->state_dir);
+	assert_int_equal(cfg->log_level, RLB_LOG_WARNING);
+	assert_int_equal(cfg->log_target, RLB_LOG_STDERR);
+	assert_int_equal(atomic_load(&cfg->refs), 1);
+	assert_int_equal(cfg->nstamps, 0);
+	assert_int_equal(cfg->nclusters, 1);
+	c = &cfg->clusters[0];
+	assert_string_equal(c->name, "c");
+	assert_memory_equal(&c->s, &cfg->defaults, sizeof(c->s));
+	assert_null(c->local_hostname);
+	assert_int_equal(c->port, 0);
+	assert_null(c->host_prio);
+	assert_null(c->health);
+	assert_string_equal(c->file, "t.conf");
+	assert_int_equal(c->line, 1);
+	assert_int_equal(c->nreplicas, 1);
+	assert_string_equal(c->replicas[0].host, "a");
+	assert_int_equal(c->replicas[0].port, 0);
+	assert_int_equal(c->replicas[0].priority, 1);
+	assert_int_equal(c->replicas[0].npinned, 0);
+	assert_null(c->replicas[0].pinned);
+	assert_int_equal(c->replicas[0].identity, identity_of("a:0"));
+	rlb_config_free(cfg);
+}
+
+static void test_config_full_fixture(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_full.conf",
+	};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct rlb_cluster *c;
+	struct rlb_replica *r;
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	dump_diag(&d);
+	assert_int_equal(d.n, 0);
+	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_IN_ORDER);
+	assert_int_equal(cfg->defaults.first_offset, 2);
+	assert_int_equal(cfg->defaults.half_life, 30);
+	assert_int_equal(cfg->defaults.error_cap, 500);
+	assert_int_equal(cfg->defaults.max_ignored_errors, 1);
+	assert_int_equal(cfg->defaults.dns_cache_ttl, 5);
+	assert_int_equal(cfg->defaults.connect_timeout_ms, 250);
+	assert_string_equal(cfg->local_hostname, "ch-01-1.dc1.example.net");
+	assert_string_equal(cfg->state_dir, "/run/replicalb-test");
+	assert_int_equal(cfg->log_level, RLB_LOG_DEBUG);
+	assert_int_equal(cfg->log_target, RLB_LOG_SYSLOG);
+	assert_int_equal(cfg->nstamps, 1);
+	assert_string_equal(cfg->stamps[0].path,
+			    TEST_DATA_DIR "/cfg_full.conf");
+	assert_true(cfg->stamps[0].exists);
+	assert_int_equal(cfg->nclusters, 2);
+
+	/* Every setting overridden by the cluster. */
+	c = &cfg->clusters[0];
+	assert_string_equal(c->name, "analytics.cluster");
+	assert_int_equal(c->name_hash, identity_of("analytics.cluster"));
+	assert_string_equal(c->file, TEST_DATA_DIR "/cfg_full.conf");
+	assert_int_equal(c->line, 15);
+	assert_int_equal(c->s.load_balancing, RLB_POLICY_NEAREST_HOSTNAME);
+	assert_int_equal(c->s.first_offset, 1);
+	assert_int_equal(c->s.half_life, 0);
+	assert_int_equal(c->s.error_cap, 10);
+	assert_int_equal(c->s.max_ignored_errors, 3);
+	assert_int_equal(c->s.dns_cache_ttl, 0);
+	assert_int_equal(c->s.connect_timeout_ms, 100);
+	assert_string_equal(c->local_hostname, "ch-02-1.dc2.example.net");
+	assert_int_equal(c->port, 9000);
+	assert_int_equal(c->nreplicas, 7);
+
+	r = c->replicas;
+	assert_string_equal(r[0].host, "ch-01-1.dc1.example.net");
+	assert_int_equal(r[0].port, 9000); /* the cluster's */
+	assert_int_equal(r[0].line, 27);
+	assert_string_equal(r[1].host, "ch-01-2.dc2.example.net");
+	assert_int_equal(r[1].port, 9440);
+	assert_string_equal(r[2].host, "2001:db8::7");
+	assert_int_equal(r[2].port, 9001);
+	assert_string_equal(r[3].host, "2001:db8::8");
+	assert_int_equal(r[3].port, 9000);
+	assert_string_equal(r[4].host, "2001:db8::9");
+	assert_int_equal(r[4].port, 9000);
+	assert_string_equal(r[5].host, "ch-01-3.dc3.example.net");
+	assert_int_equal(r[5].port, 9002);
+	assert_int_equal(r[5].priority, 2);
+	assert_int_equal(r[5].npinned, 2);
+	assert_string_equal(r[5].pinned[0], "10.1.2.3");
+	assert_string_equal(r[5].pinned[1], "::1");
+	assert_int_equal(r[5].line, 32);
+	/* Host kept as written; identity is case-insensitive. */
+	assert_string_equal(r[6].host, "CH-01-4.dc4.example.net");
+	assert_int_equal(r[6].priority, 0);
+	assert_int_equal(r[6].npinned, 1);
+	assert_string_equal(r[6].pinned[0], "192.0.2.4");
+	assert_int_equal(r[6].identity,
+			 identity_of("ch-01-4.dc4.example.net:9000"));
+	assert_int_equal(r[1].identity,
+			 identity_of("ch-01-2.dc2.example.net:9440"));
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(r[i].priority, 1);
+
+	/* Nothing overridden: the top level's settings. */
+	c = &cfg->clusters[1];
+	assert_string_equal(c->name, "web.cluster");
+	assert_memory_equal(&c->s, &cfg->defaults, sizeof(c->s));
+	assert_null(c->local_hostname);
+	assert_int_equal(c->port, 0);
+	assert_int_equal(c->nreplicas, 2);
+	assert_string_equal(c->replicas[0].host, "web1");
+	assert_int_equal(c->replicas[0].port, 0);
+	assert_string_equal(c->replicas[1].host, "web2");
+	assert_int_equal(c->replicas[1].port, 8080);
+	rlb_config_free(cfg);
+	rlb_diag_free(&d);
+}
+
+static void test_config_int64_values(void **state)
+{
+	struct rlb_config *cfg = parse_ok(
+		"distributed_replica_error_half_life = 60L;\n"
+		"distributed_replica_error_cap = 5000000000L;\n"
+		"clusters = ( { name = \"c\"; port = 9000L;\n"
+		"  replicas = ( { host = \"a\"; port = 1L; priority = 7L; } );"
+		" } );\n");
+
+	assert_int_equal(cfg->defaults.half_life, 60);
+	assert_int_equal(cfg->defaults.error_cap, 5000000000LL);
+	assert_int_equal(cfg->clusters[0].port, 9000);
+	assert_int_equal(cfg->clusters[0].replicas[0].port, 1);
+	assert_int_equal(cfg->clusters[0].replicas[0].priority, 7);
+	rlb_config_free(cfg);
+}
+
+static void test_config_replica_forms(void **state)
+{
+	char *text = one_cluster("", "      \"db1\",\n"
+				     "      \"db2:1\",\n"
+				     "      \"db3:65535\",\n"
+				     "      \"[::1]:9000\",\n"
+				     "      \"[fe80::1]\",\n"
+				     "      \"::2\",\n"
+				     "      \"10.0.0.1:80\",\n"
+				     "      { host = \"::3\"; port = 5; }\n");
+	struct rlb_config *cfg = parse_ok(text);
+	struct rlb_replica *r = cfg->clusters[0].replicas;
+	static const struct {
+		const char *host;
+		int port;
+		const char *id;
+	} want[] = {
+		{"db1", 0, "db1:0"},
+		{"db2", 1, "db2:1"},
+		{"db3", 65535, "db3:65535"},
+		{"::1", 9000, "::1:9000"},
+		{"fe80::1", 0, "fe80::1:0"},
+		{"::2", 0, "::2:0"},
+		{"10.0.0.1", 80, "10.0.0.1:80"},
+		{"::3", 5, "::3:5"},
+	};
+
+	assert_int_equal(cfg->clusters[0].nreplicas, 8);
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++) {
+		assert_string_equal(r[i].host, want[i].host);
+		assert_int_equal(r[i].port, want[i].port);
+		assert_int_equal(r[i].identity, identity_of(want[i].id));
+		assert_int_equal(r[i].line, 4 + (int)i);
+	}
+	rlb_config_free(cfg);
+	free(text);
+}
+
+static void test_config_replica_array(void **state)
+{
+	struct rlb_config *cfg =
+		parse_ok("clusters = ( { name = \"c\"; port = 8123;\n"
+			 "  replicas = [ \"a\", \"b:1\" ]; } );\n");
+
+	assert_int_equal(cfg->clusters[0].nreplicas, 2);
+	assert_int_equal(cfg->clusters[0].replicas[0].port, 8123);
+	assert_int_equal(cfg->clusters[0].replicas[1].port, 1);
+	rlb_config_free(cfg);
+}
+
+static void test_config_string_element_lines(void **state)
+{
+	struct rlb_config *cfg = parse_ok("clusters = (\n"
+					  "  { name = \"c\"; replicas = (\n"
+					  "      \"a\",\n"
+					  "      \"b\"\n"
+					  "\n"
+					  "      # the last one\n"
+					  "    );\n"
+					  "  }\n"
+					  ");\n");
+
+	assert_int_equal(cfg->clusters[0].replicas[0].line, 3);
+	/* libconfig says 7, the line of the ")". */
+	assert_int_equal(cfg->clusters[0].replicas[1].line, 4);
+	rlb_config_free(cfg);
+	expect_errors("clusters = ( { name = \"c\"; replicas = [\n"
+		      "  \"a:1\",\n"
+		      "  \"a:x\"\n"
+		      "]; } );\n",
+		      "t.conf:3: invalid port \"x\" in replica \"a:x\"", NULL);
+}
+
+static void test_config_cluster_name_normalized(void **state)
+{
+	struct rlb_config *cfg =
+		parse_ok("clusters = ( { name = \"Analytics.CLUSTER.\"; "
+			 "replicas = ( \"a\" ); } );\n");
+
+	assert_string_equal(cfg->clusters[0].name, "analytics.cluster");
+	assert_int_equal(cfg->clusters[0].name_hash,
+			 rlb_hash64("analytics.cluster", 17, 0));
+	rlb_config_free(cfg);
+}
+
+static void test_config_find(void **state)
+{
+	struct rlb_config *cfg = parse_ok(
+		"clusters = (\n"
+		"  { name = \"analytics.cluster\"; replicas = ( \"a\" ); },\n"
+		"  { name = \"Web.\"; replicas = ( \"b\" ); }\n"
+		");\n");
+	struct rlb_cluster *a = &cfg->clusters[0], *w = &cfg->clusters[1];
+
+	assert_ptr_equal(rlb_config_find(cfg, "analytics.cluster"), a);
+	assert_ptr_equal(rlb_config_find(cfg, "ANALYTICS.Cluster"), a);
+	assert_ptr_equal(rlb_config_find(cfg, "analytics.cluster."), a);
+	assert_null(rlb_config_find(cfg, "analytics.cluster.."));
+	assert_null(rlb_config_find(cfg, "analytics.cluste"));
+	assert_null(rlb_config_find(cfg, "analytics.clusterx"));
+	assert_null(rlb_config_find(cfg, "analytics"));
+	assert_ptr_equal(rlb_config_find(cfg, "web"), w);
+	assert_ptr_equal(rlb_config_find(cfg, "WEB."), w);
+	assert_null(rlb_config_find(cfg, "we"));
+	assert_null(rlb_config_find(cfg, ""));
+	assert_null(rlb_config_find(cfg, "."));
+	assert_null(rlb_config_find(cfg, NULL));
+	assert_null(rlb_config_find(NULL, "web"));
+	rlb_config_free(cfg);
+}
+
+static void test_config_unknown_policy_suggests(void **state)
+{
+	expect_errors("log_level = \"info\";\n" MINIMAL
+		      "load_balancing = \"nearest\";\n",
+		      "t.conf:3: unknown load_balancing \"nearest\"; did you "
+		      "mean \"nearest_hostname\"?",
+		      NULL);
+}
+
+static void test_config_unknown_policy_lists_valid(void **state)
+{
+	expect_errors(MINIMAL "load_balancing = \"zzzzzzzzzz\";\n",
+		      "t.conf:2: unknown load_balancing \"zzzzzzzzzz\"; "
+		      "valid: random, nearest_hostname, "
+		      "hostname_levenshtein_distance, "
+		      "hostname_longest_common_prefix, "
+		      "hostname_longest_common_suffix, in_order, "
+		      "first_or_random, round_robin",
+		      NULL);
+}
+
+static void test_config_policy_names(void **state)
+{
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		char text[256];
+		struct rlb_config *cfg;
+
+		snprintf(text, sizeof(text),
+			 "load_balancing = \"%s\";\n" MINIMAL,
+			 rlb_policy_name((enum rlb_policy)p));
+		cfg = parse_ok(text);
+		assert_int_equal(cfg->defaults.load_balancing, p);
+		assert_int_equal(cfg->clusters[0].s.load_balancing, p);
+		rlb_config_free(cfg);
+	}
+}
+
+static void test_config_unknown_keys(void **state)
+{
+	char *text = one_cluster("    load_balancer = \"random\";\n"
+				 "    colour = 1;\n",
+				 "      { host = \"h\"; prio = 2; },\n"
+				 "      { host = \"i\"; zone = \"x\"; }\n");
+	char *all;
+
+	assert_true(asprintf(&all, "%slog_levle = \"info\";\nfoo = 1;\n",
+			     text) > 0);
+	expect_errors(all,
+		      "t.conf:3: unknown cluster setting \"load_balancer\"; "
+		      "did you mean \"load_balancing\"?",
+		      "t.conf:4: unknown cluster setting \"colour\"",
+		      "t.conf:6: unknown replica setting \"prio\"; did you "
+		      "mean \"priority\"?",
+		      "t.conf:7: unknown replica setting \"zone\"",
+		      "t.conf:11: unknown setting \"log_levle\"; did you mean "
+		      "\"log_level\"?",
+		      "t.conf:12: unknown setting \"foo\"", NULL);
+	free(all);
+	free(text);
+}
+
+static void test_config_scope_errors(void **state)
+{
+	expect_errors("name = \"x\";\n"
+		      "port = 9000;\n"
+		      "replicas = ( \"a\" );\n"
+		      "clusters = ( { name = \"c\"; replicas = ( \"a\" );\n"
+		      "  state_dir = \"/x\";\n"
+		      "  log_level = \"debug\";\n"
+		      "  log_target = \"syslog\"; } );\n",
+		      "t.conf:1: name is only valid inside a cluster",
+		      "t.conf:2: port is only valid inside a cluster",
+		      "t.conf:3: replicas is only valid inside a cluster",
+		      "t.conf:5: state_dir is only valid at the top level",
+		      "t.conf:6: log_level is only valid at the top level",
+		      "t.conf:7: log_target is only valid at the top level",
+		      NULL);
+}
+
+static void test_config_wrong_types(void **state)
+{
+	expect_errors("load_balancing = 1;\n"
+		      "dns_cache_ttl = \"15\";\n"
+		      "connect_timeout_ms = 1.5;\n"
+		      "distributed_replica_error_cap = true;\n"
+		      "local_hostname = [ \"a\" ];\n"
+		      "state_dir = 1;\n"
+		      "log_level = 3;\n"
+		      "log_target = false;\n"
+		      "clusters = (\n"
+		      "  { name = 5; replicas = \"a\"; },\n"
+		      "  { name = \"d\"; port = \"80\"; replicas = ( 1,\n"
+		      "    { host = 5; },\n"
+		      "    { host = \"h\"; port = 1.0; priority = \"1\";\n"
+		      "      address = 10; },\n"
+		      "    { host = \"i\"; address = ( \"10.0.0.1\", 7 ); }\n"
+		      "  ); },\n"
+		      "  \"e\"\n"
+		      ");\n",
+		      "t.conf:1: load_balancing must be a string",
+		      "t.conf:2: dns_cache_ttl must be an integer",
+		      "t.conf:3: connect_timeout_ms must be an integer",
+		      "t.conf:4: distributed_replica_error_cap must be an "
+		      "integer",
+		      "t.conf:5: local_hostname must be a string",
+		      "t.conf:6: state_dir must be a string",
+		      "t.conf:7: log_level must be a string",
+		      "t.conf:8: log_target must be a string",
+		      "t.conf:10: name must be a string",
+		      "t.conf:10: replicas must be a list",
+		      "t.conf:11: port must be an integer",
+		      "t.conf:11: replica must be a string or a group "
+		      "{ host = ...; }",
+		      "t.conf:12: host must be a string",
+		      "t.conf:13: port must be an integer",
+		      "t.conf:13: priority must be an integer",
+		      "t.conf:14: address must be a string or a list of "
+		      "strings",
+		      "t.conf:15: address must be a string or a list of "
+		      "strings",
+		      "t.conf:17: cluster must be a group { name = ...; "
+		      "replicas = ...; }",
+		      NULL);
+	expect_errors("clusters = { a = 1; };\n",
+		      "t.conf:1: clusters must be a list ( { ... }, ... )",
+		      NULL);
+}
+
+static void test_config_negative_numbers(void **state)
+{
+	expect_errors(
+		"load_balancing_first_offset = -1;\n"
+		"distributed_replica_error_half_life = -60;\n"
+		"distributed_replica_error_cap = -1000L;\n"
+		"distributed_replica_max_ignored_errors = -2;\n"
+		"dns_cache_ttl = -15;\n"
+		"connect_timeout_ms = -1;\n"
+		"clusters = ( { name = \"c\";\n"
+		"  distributed_replica_error_cap = -3;\n"
+		"  port = -9000;\n"
+		"  replicas = ( { host = \"a\"; priority = -1; } ); } );\n",
+		"t.conf:1: load_balancing_first_offset must not be "
+		"negative (-1)",
+		"t.conf:2: distributed_replica_error_half_life must not "
+		"be negative (-60)",
+		"t.conf:3: distributed_replica_error_cap must not be "
+		"negative (-1000)",
+		"t.conf:4: distributed_replica_max_ignored_errors must "
+		"not be negative (-2)",
+		"t.conf:5: dns_cache_ttl must not be negative (-15)",
+		"t.conf:6: connect_timeout_ms must not be negative (-1)",
+		"t.conf:8: distributed_replica_error_cap must not be "
+		"negative (-3)",
+		"t.conf:9: port -9000 out of range 1..65535",
+		"t.conf:10: priority must not be negative (-1)", NULL);
+}
+
+static void test_config_zero_values_allowed(void **state)
+{
+	struct rlb_config *cfg = parse_ok(
+		"distributed_replica_error_half_life = 0;\n"
+		"distributed_replica_error_cap = 0;\n"
+		"dns_cache_ttl = 0;\n"
+		"connect_timeout_ms = 0;\n"
+		"clusters = ( { name = \"c\";\n"
+		"  replicas = ( { host = \"a\"; priority = 0; } ); } );\n");
+
+	assert_int_equal(cfg->defaults.half_life, 0);
+	assert_int_equal(cfg->defaults.error_cap, 0);
+	assert_int_equal(cfg->clusters[0].replicas[0].priority, 0);
+	rlb_config_free(cfg);
+}
+
+static void test_config_port_range(void **state)
+{
+	char *text = one_cluster("    port = 0;\n",
+				 "      \"a:0\",\n"
+				 "      \"b:65536\",\n"
+				 "      \"c:99999999999999999999\",\n"
+				 "      \"d:http\",\n"
+				 "      \"e:\",\n"
+				 "      \"[::1]:-1\",\n"
+				 "      \"[::1]x\",\n"
+				 "      \"[::1\",\n"
+				 "      { host = \"f\"; port = 65536; },\n"
+				 "      { host = \"g\"; port = 0; },\n"
+				 "      { host = \"h:80\"; }\n");
+
+	expect_errors(text, "t.conf:3: port 0 out of range 1..65535",
+		      "t.conf:5: port 0 out of range 1..65535",
+		      "t.conf:6: port 65536 out of range 1..65535",
+		      "t.conf:7: port 65536 out of range 1..65535",
+		      "t.conf:8: invalid port \"http\" in replica \"d:http\"",
+		      "t.conf:9: invalid port \"\" in replica \"e:\"",
+		      "t.conf:10: invalid port \"-1\" in replica \"[::1]:-1\"",
+		      "t.conf:11: invalid replica \"[::1]x\"; expected "
+		      "\"[address]\" or \"[address]:port\"",
+		      "t.conf:12: invalid replica \"[::1\"; expected "
+		      "\"[address]\" or \"[address]:port\"",
+		      "t.conf:13: port 65536 out of range 1..65535",
+		      "t.conf:14: port 0 out of range 1..65535",
+		      "t.conf:15: host \"h:80\" must not include a port; use "
+		      "port = N",
+		      NULL);
+	free(text);
+}
+
+static void test_config_host_strings(void **state)
+{
+	char long_host[RLB_MAX_HOST + 2];
+	char *replicas, *text;
+	struct rlb_config *cfg;
+
+	memset(long_host, 'h', sizeof(long_host) - 1);
+	long_host[RLB_MAX_HOST + 1] = '\0';
+	assert_true(asprintf(&replicas,
+			     "      \"\",\n"
+			     "      \"%s\",\n"
+			     "      \"a b\",\n"
+			     "      \"[]:80\",\n"
+			     "      { host = \"\"; },\n"
+			     "      { host = \"[::1]\"; },\n"
+			     "      { port = 80; }\n",
+			     long_host) > 0);
+	text = one_cluster("", replicas);
+	expect_errors(text, "t.conf:4: empty host",
+		      "t.conf:5: host longer than 255 bytes",
+		      "t.conf:6: invalid character in host \"a b\"",
+		      "t.conf:7: empty host", "t.conf:8: empty host",
+		      "t.conf:9: invalid character in host \"[::1]\"",
+		      "t.conf:10: replica has no host", NULL);
+	free(text);
+	free(replicas);
+
+	/* Exactly RLB_MAX_HOST bytes is fine. */
+	long_host[RLB_MAX_HOST] = '\0';
+	assert_true(asprintf(&replicas, "      \"%s:1\"\n", long_host) > 0);
+	text = one_cluster("", replicas);
+	cfg = parse_ok(text);
+	assert_int_equal(strlen(cfg->clusters[0].replicas[0].host),
+			 RLB_MAX_HOST);
+	rlb_config_free(cfg);
+	free(text);
+	free(replicas);
+}
+
+static void test_config_cluster_name_errors(void **state)
+{
+	expect_errors("clusters = (\n"
+		      "  { name = \"\"; replicas = ( \"a\" ); },\n"
+		      "  { name = \".\"; replicas = ( \"a\" ); },\n"
+		      "  { name = \"a b\"; replicas = ( \"a\" ); },\n"
+		      "  { replicas = ( \"a\" ); },\n"
+		      "  { name = \"n\"; }\n"
+		      ");\n",
+		      "t.conf:2: empty cluster name",
+		      "t.conf:3: empty cluster name",
+		      "t.conf:4: invalid character in cluster name \"a b\"",
+		      "t.conf:5: cluster has no name",
+		      "t.conf:6: cluster \"n\" has no replicas", NULL);
+}
+
+static void test_config_empty_replicas(void **state)
+{
+	expect_errors("clusters = (\n"
+		      "  { name = \"a\";\n"
+		      "    replicas = ( ); },\n"
+		      "  { name = \"b\"; replicas = [ ]; }\n"
+		      ");\n",
+		      "t.conf:3: empty replicas list",
+		      "t.conf:4: empty replicas list", NULL);
+}
+
+static void test_config_missing_clusters(void **state)
+{
+	struct rlb_config *cfg;
+
+	expect_errors("load_balancing = \"random\";\n",
+		      "t.conf:1: missing \"clusters\" list", NULL);
+	expect_errors("", "t.conf:1: missing \"clusters\" list", NULL);
+	/* An empty list is a valid config that matches nothing. */
+	cfg = parse_ok("clusters = ( );\n");
+	assert_int_equal(cfg->nclusters, 0);
+	assert_null(rlb_config_find(cfg, "a"));
+	rlb_config_free(cfg);
+}
+
+static void test_config_duplicate_clusters(void **state)
+{
+	expect_errors(
+		"clusters = (\n"
+		"  { name = \"Analytics.cluster\"; replicas = ( \"a\" ); },\n"
+		"  { name = \"b\"; replicas = ( \"a\" ); },\n"
+		"  {\n"
+		"    name = \"analytics.CLUSTER.\"; replicas = ( \"a\" ); }\n"
+		");\n",
+		"t.conf:5: duplicate cluster \"analytics.cluster\" "
+		"(first at line 2)",
+		NULL);
+}
+
+static void test_config_duplicate_replicas(void **state)
+{
+	char *text = one_cluster("    port = 9000;\n",
+				 "      \"db1\",\n"
+				 "      \"DB1:9000\",\n"
+				 "      \"db1:9001\",\n"
+				 "      { host = \"db1\"; port = 9001; },\n"
+				 "      \"[::1]:9000\",\n"
+				 "      \"::1\",\n"
+				 "      \"db2\"\n");
+
+	expect_errors(text,
+		      "t.conf:6: duplicate replica \"DB1:9000\" (first at "
+		      "line 5)",
+		      "t.conf:8: duplicate replica \"db1:9001\" (first at "
+		      "line 7)",
+		      "t.conf:10: duplicate replica \"[::1]:9000\" (first at "
+		      "line 9)",
+		      NULL);
+	free(text);
+}
+
+static void test_config_replica_limit(void **state)
+{
+	size_t n = RLB_MAX_REPLICAS + 1, len = 64 + n * 16;
+	char *text = malloc(len);
+	struct rlb_config *cfg;
+	size_t off;
+
+	assert_non_null(text);
+	off = (size_t)snprintf(text, len,
+			       "clusters = ( { name = \"c\";\n"
+			       "  replicas = (");
+	for (size_t i = 0; i < n; i++)
+		off += (size_t)snprintf(text + off, len - off, "%s\"h%zu\"",
+					i ? ", " : " ", i);
+	snprintf(text + off, len - off, " ); } );\n");
+	expect_errors(text, "t.conf:2: more than 4096 replicas", NULL);
+
+	/* Drop the last one: exactly the limit is fine. */
+	strcpy(strrchr(text, ','), " ); } );\n");
+	cfg = parse_ok(text);
+	assert_int_equal(cfg->clusters[0].nreplicas, RLB_MAX_REPLICAS);
+	rlb_config_free(cfg);
+	free(text);
+}
+
+static void test_config_pinned_addresses(void **state)
+{
+	char *text = one_cluster(
+		"",
+		"      { host = \"a\"; address = [ ]; },\n"
+		"      { host = \"b\"; address = [ \"1.1.1.1\", \"1.1.1.2\",\n"
+		"        \"1.1.1.3\", \"1.1.1.4\", \"1.1.1.5\", \"1.1.1.6\",\n"
+		"        \"1.1.1.7\", \"1.1.1.8\", \"1.1.1.9\", \"1.1.1.10\",\n"
+		"        \"1.1.1.11\", \"1.1.1.12\", \"1.1.1.13\", "
+		"\"1.1.1.14\",\n"
+		"        \"1.1.1.15\", \"1.1.1.16\", \"1.1.1.17\" ]; },\n"
+		"      { host = \"c\"; address = \"c.example.net\"; },\n"
+		"      { host = \"d\"; address = ( \"::1\",\n"
+		"                                \"[::1]\" ); }\n");
+
+	expect_errors(text, "t.conf:4: empty address list",
+		      "t.conf:5: more than 16 addresses",
+		      "t.conf:10: invalid address \"c.example.net\"; expected "
+		      "an IPv4 or IPv6 literal",
+		      "t.conf:12: invalid address \"[::1]\"; expected an IPv4 "
+		      "or IPv6 literal",
+		      NULL);
+	free(text);
+}
+
+static void test_config_log_settings(void **state)
+{
+	struct rlb_config *cfg;
+
+	cfg = parse_ok(
+		"log_level = \"none\";\nlog_target = \"syslog\";\n" MINIMAL);
+	assert_int_equal(cfg->log_level, RLB_LOG_NONE);
+	assert_int_equal(cfg->log_target, RLB_LOG_SYSLOG);
+	rlb_config_free(cfg);
+	expect_errors(
+		"log_level = \"verbose\";\nlog_target = \"file\";\n" MINIMAL,
+		"t.conf:1: unknown log_level \"verbose\"; valid: none, "
+		"error, warning, info, debug",
+		"t.conf:2: unknown log_target \"file\"; valid: stderr, "
+		"syslog",
+		NULL);
+}
+
+static void test_config_state_dir_absolute(void **state)
+{
+	expect_errors("state_dir = \"run/x\";\n" MINIMAL,
+		      "t.conf:1: state_dir must be an absolute path", NULL);
+	expect_errors("local_hostname = \"\";\n" MINIMAL,
+		      "t.conf:1: empty local_hostname", NULL);
+}
+
+static void test_config_errors_collected(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_errors.conf",
+	};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+#define F TEST_DATA_DIR "/cfg_errors.conf:"
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	assert_null(cfg);
+	expect_diag(&d,
+		    F "2: unknown load_balancing \"nearest\"; did you mean "
+		      "\"nearest_hostname\"?",
+		    F "3: unknown log_level \"loud\"; valid: none, error, "
+		      "warning, info, debug",
+		    F "4: dns_cache_ttl must not be negative (-1)",
+		    F "5: connect_timeout_ms must be an integer",
+		    F "6: unknown setting \"replica_count\"",
+		    F "10: unknown load_balancing \"round-robin\"; did you "
+		      "mean \"round_robin\"?",
+		    F "11: state_dir is only valid at the top level",
+		    F "12: port 70000 out of range 1..65535",
+		    F "14: port 0 out of range 1..65535",
+		    F "15: priority must not be negative (-1)",
+		    F "15: unknown replica setting \"weight\"",
+		    F "16: replica has no host",
+		    F "19: invalid address \"10.0.0.256\"; expected an IPv4 "
+		      "or IPv6 literal",
+		    F "18: duplicate replica \"H3\" (first at line 17)",
+		    F "22: empty replicas list",
+		    F "22: duplicate cluster \"a.cluster\" (first at line 9)",
+		    F "23: cluster has no name",
+		    F "24: cluster \"b.cluster\" has no replicas", NULL);
+#undef F
+	rlb_diag_free(&d);
+}
+
+static void test_config_syntax_error(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_syntax.conf",
+	};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	assert_null(cfg);
+	expect_diag(&d, TEST_DATA_DIR "/cfg_syntax.conf:4: syntax error", NULL);
+	rlb_diag_free(&d);
+	expect_errors("a = 1;\nb = ;\n", "t.conf:2: syntax error", NULL);
+	expect_errors("a = 1;\na = 2;\n", "t.conf:2: duplicate setting name",
+		      NULL);
+}
+
+static void test_config_include(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_include.conf",
+	};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	char *old_cwd = getcwd(NULL, 0);
+
+	/* Relative to the file, not to the working directory. */
+	assert_int_equal(chdir("/"), 0);
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(chdir(old_cwd), 0);
+	free(old_cwd);
+	assert_int_equal(d.n, 0);
+	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_ROUND_ROBIN);
+	assert_non_null(rlb_config_find(cfg, "inc.cluster"));
+	rlb_config_free(cfg);
+}
+
+static void test_config_missing_file(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_does_not_exist.conf",
+		.app = "curl",
+	};
+	struct rlb_config *cfg = (struct rlb_config *)&src;
+	struct rlb_diag d = {0};
+
+	errno = EDOM;
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -ENOENT);
+	assert_int_equal(errno, EDOM);
+	assert_ptr_equal(cfg, (struct rlb_config *)&src);
+	assert_int_equal(d.n, 0);
+	src.path = TEST_DATA_DIR "/cfg_full.conf/x";
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -ENOENT);
+	assert_int_equal(d.n, 0);
+}
+
+static void test_config_unreadable_file(void **state)
+{
+	struct rlb_config_source src = {.path = TEST_DATA_DIR};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	assert_null(cfg);
+	expect_diag(&d, TEST_DATA_DIR ": is a directory", NULL);
+	rlb_diag_free(&d);
+}
+
+static void test_config_diag_optional(void **state)
+{
+	struct rlb_config *cfg = NULL;
+
+	assert_int_equal(rlb_config_parse_string("x = 1;\n", "t", &cfg, NULL),
+			 -EINVAL);
+	assert_null(cfg);
+	assert_int_equal(rlb_config_parse_string(MINIMAL, NULL, &cfg, NULL), 0);
+	assert_string_equal(cfg->clusters[0].file, "(string)");
+	rlb_config_free(cfg);
+	rlb_config_free(NULL);
+}
+
+static const char app_main[] =
+	"load_balancing = \"in_order\";\n"
+	"dns_cache_ttl = 30;\n"
+	"connect_timeout_ms = 2000;\n"
+	"local_hostname = \"main.example.net\";\n"
+	"log_level = \"info\";\n"
+	"clusters = (\n"
+	"  { name = \"a\"; dns_cache_ttl = 7; replicas = ( \"a1\" ); },\n"
+	"  { name = \"b\"; replicas = ( \"b1\" ); },\n"
+	"  { name = \"c\"; replicas = ( \"c1\" ); }\n"
+	");\n";
+
+static const char app_file[] =
+	"load_balancing = \"round_robin\";\n"
+	"dns_cache_ttl = 45;\n"
+	"log_target = \"syslog\";\n"
+	"clusters = (\n"
+	"  { name = \"d\"; replicas = ( \"d1\" ); },\n"
+	"  { name = \"B.\"; load_balancing = \"random\";\n"
+	"    replicas = ( \"b2\", \"b3\" ); }\n"
+	");\n";
+
+static void test_config_app_overlay(void **state)
+{
+	struct rlb_config_source src = {.app = "myapp"};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct rlb_cluster *c;
+	struct tmp t;
+	char *main_path, *app_path;
+
+	tmp_make(&t);
+	tmp_write(&t, "main.conf", app_main);
+	tmp_write(&t, "apps.d/myapp.conf", app_file);
+	tmp_write(&t, "apps.d/other.conf", "load_balancing = \"bogus\";\n");
+	main_path = tmp_path(&t, "main.conf");
+	app_path = tmp_path(&t, "apps.d/myapp.conf");
+	src.path = main_path;
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	dump_diag(&d);
+	assert_int_equal(d.n, 0);
+
+	/* Top level: app > main > built-in. */
+	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_ROUND_ROBIN);
+	assert_int_equal(cfg->defaults.dns_cache_ttl, 45);
+	assert_int_equal(cfg->defaults.connect_timeout_ms, 2000);
+	assert_int_equal(cfg->defaults.half_life, 60);
+	assert_string_equal(cfg->local_hostname, "main.example.net");
+	assert_int_equal(cfg->log_level, RLB_LOG_INFO);
+	assert_int_equal(cfg->log_target, RLB_LOG_SYSLOG);
+
+	/* a: main's cluster; its own setting beats the app's top level. */
+	assert_int_equal(cfg->nclusters, 4);
+	c = rlb_config_find(cfg, "a");
+	assert_ptr_equal(c, &cfg->clusters[0]);
+	assert_int_equal(c->s.dns_cache_ttl, 7);
+	assert_int_equal(c->s.load_balancing, RLB_POLICY_ROUND_ROBIN);
+	assert_int_equal(c->s.connect_timeout_ms, 2000);
+	assert_string_equal(c->file, main_path);
+	/* b: replaced by the app's, in place. */
+	c = rlb_config_find(cfg, "b");
+	assert_ptr_equal(c, &cfg->clusters[1]);
+	assert_int_equal(c->nreplicas, 2);
+	assert_string_equal(c->replicas[0].host, "b2");
+	assert_int_equal(c->s.load_balancing, RLB_POLICY_RANDOM);
+	assert_int_equal(c->s.dns_cache_ttl, 45);
+	assert_string_equal(c->file, app_path);
+	assert_int_equal(c->line, 6);
+	/* c: main's, inheriting; d: added by the app. */
+	c = rlb_config_find(cfg, "c");
+	assert_ptr_equal(c, &cfg->clusters[2]);
+	assert_memory_equal(&c->s, &cfg->defaults, sizeof(c->s));
+	c = rlb_config_find(cfg, "d");
+	assert_ptr_equal(c, &cfg->clusters[3]);
+	assert_string_equal(c->replicas[0].host, "d1");
+
+	assert_int_equal(cfg->nstamps, 2);
+	assert_string_equal(cfg->stamps[0].path, main_path);
+	assert_true(cfg->stamps[0].exists);
+	assert_string_equal(cfg->stamps[1].path, app_path);
+	assert_true(cfg->stamps[1].exists);
+	assert_false(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
+	/* Without an app name, only the main file counts. */
+	src.app = NULL;
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(cfg->nstamps, 1);
+	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_IN_ORDER);
+	assert_int_equal(cfg->nclusters, 3);
+	rlb_config_free(cfg);
+
+	tmp_cleanup(&t);
+	free(main_path);
+	free(app_path);
+}
+
+static void test_config_app_without_clusters(void **state)
+{
+	struct rlb_config_source src = {.app = "x"};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "r.conf", MINIMAL);
+	tmp_write(&t, "apps.d/x.conf", "local_hostname = \"app.host\";\n");
+	src.path = tmp_path(&t, "r.conf");
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(d.n, 0);
+	assert_string_equal(cfg->local_hostname, "app.host");
+	assert_int_equal(cfg->nclusters, 1);
+	rlb_config_free(cfg);
+	free((char *)src.path);
+	tmp_cleanup(&t);
+}
+
+static void test_config_app_errors(void **state)
+{
+	struct rlb_config_source src = {.app = "bad"};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	char *main_msg, *app_msg;
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", "dns_cache_ttl = -1;\n" MINIMAL);
+	tmp_write(&t, "apps.d/bad.conf",
+		  "\nclusters = ( { name = \"c\"; replicas = ( ); } );\n");
+	src.path = tmp_path(&t, "m.conf");
+	assert_true(asprintf(&main_msg,
+			     "%s:1: dns_cache_ttl must not be negative (-1)",
+			     src.path) > 0);
+	assert_true(asprintf(&app_msg,
+			     "%s/apps.d/bad.conf:2: empty replicas "
+			     "list",
+			     t.dir) > 0);
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	assert_null(cfg);
+	expect_diag(&d, main_msg, app_msg, NULL);
+	rlb_diag_free(&d);
+	free(main_msg);
+	free(app_msg);
+	free((char *)src.path);
+	tmp_cleanup(&t);
+}
+
+static void test_config_app_name_unsafe(void **state)
+{
+	static const char *const bad[] = {"", ".", "..", "../m", "a/b"};
+	struct rlb_config_source src = {0};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", MINIMAL);
+	/* "../m" would name m.conf itself as apps.d/../m.conf. */
+	tmp_write(&t, "apps.d/..conf", "load_balancing = \"in_order\";\n");
+	src.path = tmp_path(&t, "m.conf");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		src.app = bad[i];
+		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+		assert_int_equal(d.n, 0);
+		assert_int_equal(cfg->nstamps, 1);
+		assert_int_equal(cfg->defaults.load_balancing,
+				 RLB_POLICY_RANDOM);
+		rlb_config_free(cfg);
+	}
+	tmp_remove(&t, "apps.d/..conf");
+	free((char *)src.path);
+	tmp_cleanup(&t);
+}
+
+static void test_config_relative_path(void **state)
+{
+	struct rlb_config_source src = {.path = "rel.conf", .app = "x"};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	char *old_cwd = getcwd(NULL, 0);
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "rel.conf", MINIMAL);
+	tmp_write(&t, "apps.d/x.conf", "dns_cache_ttl = 1;\n");
+	assert_int_equal(chdir(t.dir), 0);
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(chdir(old_cwd), 0);
+	free(old_cwd);
+	assert_int_equal(cfg->defaults.dns_cache_ttl, 1);
+	assert_string_equal(cfg->stamps[0].path, "rel.conf");
+	assert_string_equal(cfg->stamps[1].path, "apps.d/x.conf");
+	rlb_config_free(cfg);
+	tmp_cleanup(&t);
+}
+
+static void test_config_env_overrides(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_full.conf",
+		.env_policy = "first_or_random",
+		.env_hostname = "env.example.net",
+		.env_state_dir = "/tmp/rlb-env-state",
+		.env_log_level = "error",
+	};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(d.n, 0);
+	assert_int_equal(cfg->defaults.load_balancing,
+			 RLB_POLICY_FIRST_OR_RANDOM);
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		assert_int_equal(cfg->clusters[i].s.load_balancing,
+				 RLB_POLICY_FIRST_OR_RANDOM);
+		assert_null(cfg->clusters[i].local_hostname);
+	}
+	/* Other cluster overrides stay. */
+	assert_int_equal(cfg->clusters[0].s.error_cap, 10);
+	assert_string_equal(cfg->local_hostname, "env.example.net");
+	assert_string_equal(cfg->state_dir, "/tmp/rlb-env-state");
+	assert_int_equal(cfg->log_level, RLB_LOG_ERROR);
+	assert_int_equal(cfg->log_target, RLB_LOG_SYSLOG);
+	rlb_config_free(cfg);
+}
+
+static void test_config_env_invalid(void **state)
+{
+	struct rlb_config_source src = {
+		.path = TEST_DATA_DIR "/cfg_full.conf",
+		.env_policy = "nearest",
+		.env_log_level = "chatty",
+	};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	assert_null(cfg);
+	expect_diag(&d,
+		    "REPLICALB_LOAD_BALANCING: unknown load_balancing "
+		    "\"nearest\"; did you mean \"nearest_hostname\"?",
+		    "REPLICALB_LOG_LEVEL: unknown log_level \"chatty\"; "
+		    "valid: none, error, warning, info, debug",
+		    NULL);
+	rlb_diag_free(&d);
+
+	/* Collected together with the file's errors. */
+	src.path = TEST_DATA_DIR "/cfg_syntax.conf";
+	src.env_log_level = NULL;
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	expect_diag(&d, TEST_DATA_DIR "/cfg_syntax.conf:4: syntax error",
+		    "REPLICALB_LOAD_BALANCING: unknown load_balancing "
+		    "\"nearest\"; did you mean \"nearest_hostname\"?",
+		    NULL);
+	rlb_diag_free(&d);
+}
+
+static void test_config_changed(void **state)
+{
+	struct rlb_config_source src = {.app = "late"};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 6789}};
+	struct tmp t;
+	char *path;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", MINIMAL);
+	path = tmp_path(&t, "m.conf");
+	src.path = path;
+
+	/* Rewritten with other content. */
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(cfg->nstamps, 2);
+	assert_false(cfg->stamps[1].exists);
+	assert_false(rlb_config_changed(cfg));
+	assert_false(rlb_config_changed(cfg));
+	tmp_write(&t, "m.conf", "dns_cache_ttl = 1;\n" MINIMAL);
+	assert_true(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
+	/* Same size, only the mtime differs. */
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_false(rlb_config_changed(cfg));
+	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+	assert_true(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
+	/* The app file appears later. */
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_false(rlb_config_changed(cfg));
+	tmp_write(&t, "apps.d/late.conf", "dns_cache_ttl = 2;\n");
+	assert_true(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
+	/* ... and goes away again. */
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(cfg->defaults.dns_cache_ttl, 2);
+	assert_false(rlb_config_changed(cfg));
+	tmp_remove(&t, "apps.d/late.conf");
+	assert_true(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
+	/* The main file is removed. */
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	tmp_remove(&t, "m.conf");
+	errno = EDOM;
+	assert_true(rlb_config_changed(cfg));
+	assert_int_equal(errno, EDOM);
+	rlb_config_free(cfg);
+	assert_int_equal(d.n, 0);
+
+	/* A parsed string has nothing to watch. */
+	cfg = parse_ok(MINIMAL);
+	assert_false(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
+	free(path);
+	tmp_cleanup(&t);
+}
+
+static void test_config_sample_files(void **state)
+{
+	static const struct {
+		const char *app;
+		enum rlb_policy policy;
+	} apps[] = {
+		{NULL, RLB_POLICY_RANDOM},
+		{"clickhouse-client", RLB_POLICY_IN_ORDER},
+		{"curl", RLB_POLICY_ROUND_ROBIN},
+	};
+
+	for (size_t i = 0; i < sizeof(apps) / sizeof(*apps); i++) {
+		struct rlb_config_source src = {
+			.path = ETC_DIR "/replicalb.conf",
+			.app = apps[i].app,
+		};
+		struct rlb_config *cfg = NULL;
+		struct rlb_diag d = {0};
+		struct rlb_cluster *c;
+
+		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+		dump_diag(&d);
+		assert_int_equal(d.n, 0);
+		assert_int_equal(cfg->nstamps, apps[i].app ? 2 : 1);
+		if (apps[i].app)
+			assert_true(cfg->stamps[1].exists);
+		assert_int_equal(cfg->defaults.load_balancing, apps[i].policy);
+		c = rlb_config_find(cfg, "analytics.cluster");
+		assert_non_null(c);
+		assert_int_equal(c->s.load_balancing,
+				 RLB_POLICY_NEAREST_HOSTNAME);
+		assert_int_equal(c->nreplicas, 4);
+		c = rlb_config_find(cfg, "analytics-http.cluster");
+		assert_non_null(c);
+		assert_int_equal(c->s.load_balancing, apps[i].policy);
+		assert_int_equal(c->port, 8123);
+		rlb_config_free(cfg);
+	}
+}
+
+static void test_config_source_from_env(void **state)
+{
+	struct rlb_config_source src;
+
+	setenv("REPLICALB_CONFIG", TEST_DATA_DIR "/cfg_full.conf", 1);
+	setenv("REPLICALB_APP", "someapp", 1);
+	setenv("REPLICALB_LOAD_BALANCING", "in_order", 1);
+	setenv("REPLICALB_HOSTNAME", "h.example", 1);
+	setenv("REPLICALB_STATE_DIR", "/tmp/s", 1);
+	setenv("REPLICALB_LOG_LEVEL", "debug", 1);
+	rlb_config_source_from_env(&src);
+	assert_string_equal(src.path, TEST_DATA_DIR "/cfg_full.conf");
+	assert_string_equal(rlb_config_path(), TEST_DATA_DIR "/cfg_full.conf");
+	assert_string_equal(src.app, "someapp");
+	assert_string_equal(src.env_policy, "in_order");
+	assert_string_equal(src.env_hostname, "h.example");
+	assert_string_equal(src.env_state_dir, "/tmp/s");
+	assert_string_equal(src.env_log_level, "debug");
+
+	unsetenv("REPLICALB_CONFIG");
+	unsetenv("REPLICALB_APP");
+	unsetenv("REPLICALB_LOAD_BALANCING");
+	setenv("REPLICALB_HOSTNAME", "", 1); /* empty counts as unset */
+	unsetenv("REPLICALB_STATE_DIR");
+	unsetenv("REPLICALB_LOG_LEVEL");
+	rlb_config_source_from_env(&src);
+	assert_string_equal(src.path, SYSCONFDIR "/replicalb/replicalb.conf");
+	assert_string_equal(src.app, "test_config");
+	assert_string_equal(rlb_config_app_name(), "test_config");
+	assert_null(src.env_policy);
+	assert_null(src.env_hostname);
+	assert_null(src.env_state_dir);
+	assert_null(src.env_log_level);
+	unsetenv("REPLICALB_HOSTNAME");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_defaults),
+		cmocka_unit_test(test_config_full_fixture),
+		cmocka_unit_test(test_config_int64_values),
+		cmocka_unit_test(test_config_replica_forms),
+		cmocka_unit_test(test_config_replica_array),
+		cmocka_unit_test(test_config_string_element_lines),
+		cmocka_unit_test(test_config_cluster_name_normalized),
+		cmocka_unit_test(test_config_find),
+		cmocka_unit_test(test_config_unknown_policy_suggests),
+		cmocka_unit_test(test_config_unknown_policy_lists_valid),
+		cmocka_unit_test(test_config_policy_names),
+		cmocka_unit_test(test_config_unknown_keys),
+		cmocka_unit_test(test_config_scope_errors),
+		cmocka_unit_test(test_config_wrong_types),
+		cmocka_unit_test(test_config_negative_numbers),
+		cmocka_unit_test(test_config_zero_values_allowed),
+		cmocka_unit_test(test_config_port_range),
+		cmocka_unit_test(test_config_host_strings),
+		cmocka_unit_test(test_config_cluster_name_errors),
+		cmocka_unit_test(test_config_empty_replicas),
+		cmocka_unit_test(test_config_missing_clusters),
+		cmocka_unit_test(test_config_duplicate_clusters),
+		cmocka_unit_test(test_config_duplicate_replicas),
+		cmocka_unit_test(test_config_replica_limit),
+		cmocka_unit_test(test_config_pinned_addresses),
+		cmocka_unit_test(test_config_log_settings),
+		cmocka_unit_test(test_config_state_dir_absolute),
+		cmocka_unit_test(test_config_errors_collected),
+		cmocka_unit_test(test_config_syntax_error),
+		cmocka_unit_test(test_config_include),
+		cmocka_unit_test(test_config_missing_file),
+		cmocka_unit_test(test_config_unreadable_file),
+		cmocka_unit_test(test_config_diag_optional),
+		cmocka_unit_test(test_config_app_overlay),
+		cmocka_unit_test(test_config_app_without_clusters),
+		cmocka_unit_test(test_config_app_errors),
+		cmocka_unit_test(test_config_app_name_unsafe),
+		cmocka_unit_test(test_config_relative_path),
+		cmocka_unit_test(test_config_env_overrides),
+		cmocka_unit_test(test_config_env_invalid),
+		cmocka_unit_test(test_config_changed),
+		cmocka_unit_test(test_config_sample_files),
+		cmocka_unit_test(test_config_source_from_env),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

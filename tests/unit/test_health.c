@@ -1,0 +1,1136 @@
+/* test_health.c - unit tests of health.c: decay, cap, cross-process
+ * counters, reloads, corrupt and unsafe state files. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rlb.h"
+
+/* Layout v1 of a state file, as the tests poke at it. */
+#define FILE_SIZE (64 + 2 * RLB_MAX_REPLICAS * 16)
+#define OFF_VERSION 8
+#define OFF_CHECK 32
+#define NCHILDREN 8
+
+/* Per-test scratch directory; the state dir inside it does not exist yet. */
+struct fixture {
+	char tmp[64];
+	char state[128];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	strcpy(f->tmp, "/tmp/rlb-health-XXXXXX");
+	if (!mkdtemp(f->tmp)) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->state, sizeof(f->state), "%s/state", f->tmp);
+	rlb_log_configure(RLB_LOG_NONE, RLB_LOG_STDERR);
+	*state = f;
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	nftw(f->tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+/*
+ * Configs alive in this process: reachable from here, they are not leaks
+ * to valgrind in forked children, which _exit() without freeing them.
+ */
+static struct rlb_config *live_cfgs[16];
+
+static void live_track(struct rlb_config *cfg, struct rlb_config *old)
+{
+	for (size_t i = 0; i < sizeof(live_cfgs) / sizeof(live_cfgs[0]); i++) {
+		if (live_cfgs[i] == old) {
+			live_cfgs[i] = cfg;
+			return;
+		}
+	}
+}
+
+/* A config built by hand, as config.c would leave it: one cluster. */
+static struct rlb_config *cfg_new(const char *dir, const char *name,
+				  const char *const *hosts, size_t n)
+{
+	struct rlb_config *cfg = calloc(1, sizeof(*cfg));
+	struct rlb_cluster *c;
+
+	assert_non_null(cfg);
+	cfg->state_dir = dir ? strdup(dir) : NULL;
+	cfg->nclusters = 1;
+	cfg->clusters = c = calloc(1, sizeof(*c));
+	assert_non_null(c);
+	c->name = strdup(name);
+	c->name_hash = rlb_hash64(name, strlen(name), 0);
+	c->s.half_life = 60;
+	c->s.error_cap = 1000;
+	c->nreplicas = n;
+	c->replicas = calloc(n, sizeof(*c->replicas));
+	assert_non_null(c->replicas);
+	for (size_t i = 0; i < n; i++) {
+		c->replicas[i].host = strdup(hosts[i]);
+		c->replicas[i].priority = 1;
+		c->replicas[i].identity =
+			rlb_hash64(hosts[i], strlen(hosts[i]), 0);
+	}
+	live_track(cfg, NULL);
+	return cfg;
+}
+
+/* n replicas named PREFIX0, PREFIX1, ... */
+static struct rlb_config *cfg_new_many(const char *dir, const char *name,
+				       const char *prefix, size_t n)
+{
+	char **hosts = calloc(n, sizeof(*hosts));
+	struct rlb_config *cfg;
+
+	assert_non_null(hosts);
+	for (size_t i = 0; i < n; i++)
+		assert_true(asprintf(&hosts[i], "%s%zu", prefix, i) > 0);
+	cfg = cfg_new(dir, name, (const char *const *)hosts, n);
+	for (size_t i = 0; i < n; i++)
+		free(hosts[i]);
+	free(hosts);
+	return cfg;
+}
+
+static void cfg_free(struct rlb_config *cfg)
+{
+	live_track(NULL, cfg);
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+
+		rlb_health_detach(c->health);
+		for (size_t j = 0; j < c->nreplicas; j++)
+			free(c->replicas[j].host);
+		free(c->replicas);
+		free(c->name);
+	}
+	free(cfg->clusters);
+	free(cfg->state_dir);
+	free(cfg);
+}
+
+static struct rlb_config *attach1(const char *dir, const char *name,
+				  const char *const *hosts, size_t n,
+				  bool prune)
+{
+	struct rlb_config *cfg = cfg_new(dir, name, hosts, n);
+
+	rlb_health_attach_all(cfg, prune);
+	assert_non_null(cfg->clusters[0].health);
+	return cfg;
+}
+
+static bool is_private(const struct rlb_config *cfg)
+{
+	return strcmp(rlb_health_path(cfg->clusters[0].health),
+		      "(private)") == 0;
+}
+
+/* Number of entries of dir whose name starts with prefix. */
+static int count_prefix(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+static void write_file(const char *path, const void *data, size_t len,
+		       mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+/* Capture what the library writes to stderr (its log). */
+struct capture {
+	char path[64];
+	int saved;
+};
+
+static void capture_begin(struct capture *cap)
+{
+	int fd;
+
+	strcpy(cap->path, "/tmp/rlb-health-log-XXXXXX");
+	fd = mkstemp(cap->path);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	cap->saved = dup(STDERR_FILENO);
+	assert_true(cap->saved >= 0);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+	close(fd);
+	rlb_log_configure(RLB_LOG_WARNING, RLB_LOG_STDERR);
+}
+
+/* The captured text, malloc'd. */
+static char *capture_end(struct capture *cap)
+{
+	char *text = calloc(1, 8192);
+	int fd;
+
+	rlb_log_configure(RLB_LOG_NONE, RLB_LOG_STDERR);
+	dup2(cap->saved, STDERR_FILENO);
+	close(cap->saved);
+	assert_non_null(text);
+	fd = open(cap->path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_true(read(fd, text, 8191) >= 0);
+	close(fd);
+	unlink(cap->path);
+	return text;
+}
+
+static const char *const hosts_ab[] = { "a.example", "b.example" };
+
+/* ------------------------------------------------------------------ */
+/* Decay and cap */
+
+static void test_health_tv24_decay_sequence(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 1, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	static const struct {
+		int64_t now;
+		uint64_t errors;
+		int64_t t;
+	} steps[] = {
+		{ 1059, 5, 1000 }, { 1061, 2, 1061 }, { 1120, 2, 1061 },
+		{ 1121, 1, 1121 }, { 1300, 0, 1300 },
+	};
+
+	assert_int_equal(rlb_health_decay_time(c), 0);
+	rlb_health_decay(c, 1000);
+	assert_int_equal(rlb_health_decay_time(c), 1000);
+	rlb_health_add_errors(c, 0, 5);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 5);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		rlb_health_decay(c, steps[i].now);
+		assert_int_equal(rlb_health_errors(c, 0, steps[i].now, false),
+				 steps[i].errors);
+		assert_int_equal(rlb_health_decay_time(c), steps[i].t);
+	}
+	cfg_free(cfg);
+}
+
+static void test_health_tv25_zero_half_life(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	c->s.half_life = 0;
+	rlb_health_decay(c, 1000);
+	rlb_health_add_errors(c, 0, 7);
+	rlb_health_add_errors(c, 1, 3);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, true), 0);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 7);
+	/* Even within the same second: k is "large". */
+	rlb_health_decay(c, 1000);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 0);
+	assert_int_equal(rlb_health_errors(c, 1, 1000, false), 0);
+	rlb_health_add_errors(c, 0, 7);
+	rlb_health_decay(c, 5000);
+	assert_int_equal(rlb_health_errors(c, 0, 5000, false), 0);
+	assert_int_equal(rlb_health_decay_time(c), 5000);
+	cfg_free(cfg);
+}
+
+static void test_health_tv26_cap(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 1, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	int64_t now = 1000;
+
+	rlb_health_decay(c, now);
+	rlb_health_add_errors(c, 0, 999);
+	rlb_health_add_errors(c, 0, 3);
+	assert_int_equal(rlb_health_errors(c, 0, now, false), 1000);
+	rlb_health_add_errors(c, 0, UINT64_MAX);
+	assert_int_equal(rlb_health_errors(c, 0, now, false), 1000);
+	for (int i = 1; i <= 9; i++) {
+		now += 60;
+		rlb_health_decay(c, now);
+	}
+	assert_int_equal(rlb_health_errors(c, 0, now, false), 1);
+	rlb_health_decay(c, now + 59);
+	assert_int_equal(rlb_health_errors(c, 0, now, false), 1);
+	now += 60;
+	rlb_health_decay(c, now);
+	assert_int_equal(rlb_health_errors(c, 0, now, false), 0);
+	assert_int_equal(now - 1000, 600);
+
+	/* A lowered cap applies at the next increment. */
+	rlb_health_add_errors(c, 0, 500);
+	c->s.error_cap = 10;
+	rlb_health_add_errors(c, 0, 1);
+	assert_int_equal(rlb_health_errors(c, 0, now, false), 10);
+	cfg_free(cfg);
+}
+
+static void test_health_clock_backwards_does_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 1, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	rlb_health_decay(c, 1000);
+	rlb_health_add_errors(c, 0, 8);
+	assert_int_equal(rlb_health_errors(c, 0, 900, true), 8);
+	rlb_health_decay(c, 900);
+	assert_int_equal(rlb_health_errors(c, 0, 900, false), 8);
+	assert_int_equal(rlb_health_decay_time(c), 1000);
+	rlb_health_decay(c, 1060);
+	assert_int_equal(rlb_health_errors(c, 0, 1060, false), 4);
+	cfg_free(cfg);
+}
+
+static void test_health_shift_of_64_or_more_zeroes(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 1, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	c->s.half_life = 1;
+	c->s.error_cap = INT64_MAX;
+	rlb_health_decay(c, 1000);
+	rlb_health_add_errors(c, 0, UINT64_MAX);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, false), INT64_MAX);
+	rlb_health_decay(c, 1062);
+	assert_int_equal(rlb_health_errors(c, 0, 1062, false), 1);
+	rlb_health_add_errors(c, 0, INT64_MAX);
+	assert_int_equal(rlb_health_errors(c, 0, 1126, true), 0);
+	rlb_health_decay(c, 1126);
+	assert_int_equal(rlb_health_errors(c, 0, 1126, false), 0);
+	rlb_health_add_errors(c, 0, INT64_MAX);
+	rlb_health_decay(c, INT64_MAX);
+	assert_int_equal(rlb_health_errors(c, 0, INT64_MAX, false), 0);
+	assert_int_equal(rlb_health_decay_time(c), INT64_MAX);
+	cfg_free(cfg);
+}
+
+static void test_health_remainder_discarded(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 1, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	rlb_health_decay(c, 1000);
+	rlb_health_add_errors(c, 0, 16);
+	rlb_health_decay(c, 1090);
+	assert_int_equal(rlb_health_decay_time(c), 1090);
+	assert_int_equal(rlb_health_errors(c, 0, 1090, false), 8);
+	/* With the remainder kept, T would be 1060 and this would halve. */
+	rlb_health_decay(c, 1149);
+	assert_int_equal(rlb_health_errors(c, 0, 1149, false), 8);
+	rlb_health_decay(c, 1150);
+	assert_int_equal(rlb_health_errors(c, 0, 1150, false), 4);
+	cfg_free(cfg);
+}
+
+static void test_health_decayed_view_changes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	/* No T yet: the first selection only starts the clock. */
+	rlb_health_add_errors(c, 0, 5);
+	assert_int_equal(rlb_health_errors(c, 0, 99999, true), 5);
+	rlb_health_decay(c, 1000);
+	rlb_health_add_errors(c, 1, 12);
+	assert_int_equal(rlb_health_errors(c, 0, 1130, true), 1);
+	assert_int_equal(rlb_health_errors(c, 1, 1130, true), 3);
+	assert_int_equal(rlb_health_errors(c, 0, 1130, false), 5);
+	assert_int_equal(rlb_health_decay_time(c), 1000);
+	rlb_health_decay(c, 1130);
+	assert_int_equal(rlb_health_errors(c, 0, 1130, false), 1);
+	assert_int_equal(rlb_health_errors(c, 1, 1130, false), 3);
+	cfg_free(cfg);
+}
+
+static void test_health_reset(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const hosts[] = { "a", "b", "c" };
+	struct rlb_config *cfg = attach1(f->state, "db", hosts, 3, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	for (size_t i = 0; i < 3; i++)
+		rlb_health_add_errors(c, i, i + 1);
+	rlb_health_reset(c, 1);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 1);
+	assert_int_equal(rlb_health_errors(c, 1, 0, false), 0);
+	assert_int_equal(rlb_health_errors(c, 2, 0, false), 3);
+	rlb_health_reset(c, 3); /* out of range: ignored */
+	assert_int_equal(rlb_health_errors(c, 2, 0, false), 3);
+	rlb_health_reset(c, SIZE_MAX);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(rlb_health_errors(c, i, 0, false), 0);
+	cfg_free(cfg);
+}
+
+static void test_health_recovery_tv28(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	rlb_health_add_errors(c, 0, 6);
+	/* T unset: the full bit_length(6) * H. */
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 5000), 180);
+	rlb_health_decay(c, 986);
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 1000), 166);
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 1166), 0);
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 99999), 0);
+	assert_int_equal(rlb_health_recovery_seconds(c, 1, 1000), 0);
+	c->s.half_life = 0;
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 1000), 0);
+	cfg_free(cfg);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sharing between processes */
+
+static void test_health_shared_between_attaches(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *c2 = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *a = &c1->clusters[0], *b = &c2->clusters[0];
+	char expect[512];
+
+	snprintf(expect, sizeof(expect), "%s/db.state", f->state);
+	assert_string_equal(rlb_health_path(a->health), expect);
+	rlb_health_add_errors(a, 1, 4);
+	assert_int_equal(rlb_health_errors(b, 1, 0, false), 4);
+	assert_int_equal(rlb_health_rr_next(a), 0);
+	assert_int_equal(rlb_health_rr_next(b), 1);
+	assert_int_equal(rlb_health_rr_peek(a), 2);
+	assert_int_equal(rlb_health_rr_peek(b), 2);
+	rlb_health_decay(b, 777);
+	assert_int_equal(rlb_health_decay_time(a), 777);
+	cfg_free(c2);
+
+	/* Attaching the same config again keeps everything. */
+	rlb_health_attach_all(c1, true);
+	assert_int_equal(rlb_health_errors(a, 1, 0, false), 4);
+	assert_int_equal(rlb_health_rr_peek(a), 2);
+	cfg_free(c1);
+}
+
+/* Child body: 500 increments of replica 0; own attach or inherited. */
+static int child_add(const char *dir, struct rlb_config *inherited)
+{
+	struct rlb_config *cfg = inherited;
+	int rc = 0;
+
+	if (!cfg) {
+		cfg = cfg_new(dir, "db", hosts_ab, 2);
+		cfg->clusters[0].s.error_cap = 1000000;
+		rlb_health_attach_all(cfg, false);
+		if (strcmp(rlb_health_path(cfg->clusters[0].health),
+			   "(private)") == 0)
+			rc = 2;
+	}
+	for (int i = 0; i < 500; i++)
+		rlb_health_add_errors(&cfg->clusters[0], 0, 1);
+	if (!inherited)
+		cfg_free(cfg);
+	return rc;
+}
+
+static void wait_children(const pid_t *pids, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int status;
+
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+}
+
+static void test_health_fork_adds_exactly(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	pid_t pids[NCHILDREN];
+
+	assert_false(is_private(cfg));
+	c->s.error_cap = 1000000;
+	for (int i = 0; i < NCHILDREN; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			/* Half share our mapping, half map the file. */
+			_exit(child_add(f->state, i % 2 ? cfg : NULL));
+		}
+	}
+	wait_children(pids, NCHILDREN);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), NCHILDREN * 500);
+	assert_int_equal(rlb_health_errors(c, 1, 0, false), 0);
+	cfg_free(cfg);
+}
+
+static void test_health_fork_rr_distinct(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	const size_t per = 200, n = NCHILDREN * per;
+	pid_t pids[NCHILDREN];
+	uint64_t *vals;
+	uint64_t base;
+
+	vals = mmap(NULL, n * sizeof(*vals), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(vals != MAP_FAILED);
+	rlb_health_rr_next(c);
+	base = rlb_health_rr_peek(c);
+	for (int i = 0; i < NCHILDREN; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			struct rlb_config *own = cfg;
+
+			if (i % 2) {
+				own = cfg_new(f->state, "db", hosts_ab, 2);
+				rlb_health_attach_all(own, false);
+			}
+			for (size_t j = 0; j < per; j++)
+				vals[i * per + j] =
+					rlb_health_rr_next(&own->clusters[0]);
+			if (own != cfg)
+				cfg_free(own);
+			_exit(0);
+		}
+	}
+	wait_children(pids, NCHILDREN);
+	assert_int_equal(rlb_health_rr_peek(c), base + n);
+	/* Counting sort: every value in [base, base + n) exactly once. */
+	{
+		unsigned char *seen = calloc(n, 1);
+
+		assert_non_null(seen);
+		for (size_t j = 0; j < n; j++) {
+			assert_in_range(vals[j], base, base + n - 1);
+			assert_int_equal(seen[vals[j] - base], 0);
+			seen[vals[j] - base] = 1;
+		}
+		free(seen);
+	}
+	munmap(vals, n * sizeof(*vals));
+	cfg_free(cfg);
+}
+
+/* ------------------------------------------------------------------ */
+/* Reloads */
+
+static void test_health_reload_keeps_by_identity(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const reordered[] = { "new.example", "b.example",
+						 "a.example" };
+	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *c2;
+	struct rlb_cluster *a, *b;
+
+	a = &c1->clusters[0];
+	rlb_health_decay(a, 1000);
+	rlb_health_add_errors(a, 0, 3);
+	rlb_health_add_errors(a, 1, 5);
+	rlb_health_rr_next(a);
+	c2 = attach1(f->state, "db", reordered, 3, true);
+	b = &c2->clusters[0];
+	assert_false(is_private(c2));
+	assert_int_equal(rlb_health_errors(b, 0, 1000, false), 0);
+	assert_int_equal(rlb_health_errors(b, 1, 1000, false), 5);
+	assert_int_equal(rlb_health_errors(b, 2, 1000, false), 3);
+	assert_int_equal(rlb_health_rr_peek(b), 1);
+	assert_int_equal(rlb_health_decay_time(b), 1000);
+	/* Both versions of the config keep working on the same counters. */
+	rlb_health_add_errors(b, 0, 2);
+	rlb_health_add_errors(b, 2, 1);
+	assert_int_equal(rlb_health_errors(a, 0, 1000, false), 4);
+	cfg_free(c1);
+	cfg_free(c2);
+}
+
+static void test_health_prune_drops_removed(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *c2, *c3;
+
+	rlb_health_add_errors(&c1->clusters[0], 0, 3);
+	rlb_health_add_errors(&c1->clusters[0], 1, 5);
+	c2 = attach1(f->state, "db", hosts_ab, 1, true); /* b removed */
+	assert_int_equal(rlb_health_errors(&c2->clusters[0], 0, 0, false), 3);
+	cfg_free(c2);
+	c3 = attach1(f->state, "db", hosts_ab, 2, true); /* b back */
+	assert_int_equal(rlb_health_errors(&c3->clusters[0], 0, 0, false), 3);
+	assert_int_equal(rlb_health_errors(&c3->clusters[0], 1, 0, false), 0);
+	cfg_free(c3);
+	cfg_free(c1);
+}
+
+static void test_health_prune_then_stale_config_reclaims(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *old = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *c2, *c3;
+
+	rlb_health_add_errors(&old->clusters[0], 1, 5);
+	c2 = attach1(f->state, "db", hosts_ab, 1, true); /* b pruned */
+	/* A process still on the old config finds b's slot gone. */
+	assert_int_equal(rlb_health_errors(&old->clusters[0], 1, 0, false), 0);
+	rlb_health_add_errors(&old->clusters[0], 1, 2);
+	c3 = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_int_equal(rlb_health_errors(&c3->clusters[0], 1, 0, false), 2);
+	cfg_free(c3);
+	cfg_free(c2);
+	cfg_free(old);
+}
+
+static void test_health_no_prune_keeps_removed(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *c2, *c3;
+
+	rlb_health_add_errors(&c1->clusters[0], 1, 5);
+	cfg_free(c1);
+	c2 = attach1(f->state, "db", hosts_ab, 1, false);
+	c3 = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_int_equal(rlb_health_errors(&c3->clusters[0], 1, 0, false), 5);
+	cfg_free(c3);
+	cfg_free(c2);
+}
+
+static void test_health_rebuild_when_full_of_tombstones(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *ca, *cb, *cc, *cd;
+	const size_t n = RLB_MAX_REPLICAS;
+	static const char *const hosts_c[] = { "b0", "new" };
+
+	ca = cfg_new_many(f->state, "db", "a", n);
+	rlb_health_attach_all(ca, true);
+	rlb_health_add_errors(&ca->clusters[0], 0, 7);
+	/* b* fill the other half; pruning a* leaves no empty slot. */
+	cb = cfg_new_many(f->state, "db", "b", n);
+	rlb_health_attach_all(cb, true);
+	assert_false(is_private(cb));
+	rlb_health_add_errors(&cb->clusters[0], 0, 4);
+	rlb_health_add_errors(&cb->clusters[0], n - 1, 9);
+	cc = attach1(f->state, "db", hosts_c, 2, false);
+	assert_false(is_private(cc));
+	assert_int_equal(rlb_health_errors(&cc->clusters[0], 0, 0, false), 4);
+	rlb_health_add_errors(&cc->clusters[0], 1, 6);
+	cd = attach1(f->state, "db", hosts_c, 2, false);
+	assert_int_equal(rlb_health_errors(&cd->clusters[0], 1, 0, false), 6);
+	/* Entries moved by the rebuild are found again. */
+	assert_int_equal(rlb_health_errors(&cb->clusters[0], n - 1, 0, false),
+			 9);
+	assert_int_equal(rlb_health_errors(&cb->clusters[0], 0, 0, false), 4);
+	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 0);
+	cfg_free(ca);
+	cfg_free(cb);
+	cfg_free(cc);
+	cfg_free(cd);
+}
+
+static void test_health_full_table_drops_foreign_entries(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *ca, *cb, *cc;
+	const size_t n = RLB_MAX_REPLICAS;
+	static const char *const hosts_c[] = { "c0" };
+
+	ca = cfg_new_many(f->state, "db", "a", n);
+	rlb_health_attach_all(ca, false);
+	rlb_health_add_errors(&ca->clusters[0], 0, 7);
+	cb = cfg_new_many(f->state, "db", "b", n);
+	rlb_health_attach_all(cb, false);
+	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 7);
+	/* 8192 live entries: a third config can only get room by pruning. */
+	cc = attach1(f->state, "db", hosts_c, 1, false);
+	assert_false(is_private(cc));
+	rlb_health_add_errors(&cc->clusters[0], 0, 2);
+	assert_int_equal(rlb_health_errors(&cc->clusters[0], 0, 0, false), 2);
+	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 0);
+	cfg_free(ca);
+	cfg_free(cb);
+	cfg_free(cc);
+}
+
+/* ------------------------------------------------------------------ */
+/* Damaged and unsafe files */
+
+/* Attach over a damaged db.state: set aside, recreated, counts at 0. */
+static void check_set_aside(struct fixture *f)
+{
+	struct rlb_config *cfg;
+	struct capture cap;
+	struct stat st;
+	char path[512];
+	char *log;
+
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	capture_begin(&cap);
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	log = capture_end(&cap);
+	assert_false(is_private(cfg));
+	assert_non_null(strstr(log, "corrupt"));
+	assert_non_null(strstr(log, path));
+	free(log);
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, FILE_SIZE);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 0);
+	assert_int_equal(rlb_health_rr_peek(&cfg->clusters[0]), 0);
+	assert_int_equal(rlb_health_decay_time(&cfg->clusters[0]), 0);
+	rlb_health_add_errors(&cfg->clusters[0], 0, 2);
+	cfg_free(cfg);
+	/* The new file is good: the next attach keeps it. */
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 2);
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 1);
+	cfg_free(cfg);
+}
+
+/* A valid db.state with counts, closed again; returns its path. */
+static void make_valid_file(struct fixture *f, char *path, size_t len)
+{
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+
+	rlb_health_add_errors(&cfg->clusters[0], 0, 9);
+	rlb_health_rr_next(&cfg->clusters[0]);
+	cfg_free(cfg);
+	snprintf(path, len, "%s/db.state", f->state);
+}
+
+static void test_health_garbage_file_set_aside(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], junk[4000];
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 131 + 7);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	write_file(path, junk, sizeof(junk), 0600);
+	check_set_aside(f);
+}
+
+static void test_health_garbage_of_right_size_set_aside(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+	char *junk = malloc(FILE_SIZE);
+
+	assert_non_null(junk);
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	memset(junk, 0xa5, FILE_SIZE);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	write_file(path, junk, FILE_SIZE, 0600);
+	free(junk);
+	check_set_aside(f);
+}
+
+static void test_health_truncated_file_set_aside(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+
+	make_valid_file(f, path, sizeof(path));
+	assert_int_equal(truncate(path, 100), 0);
+	check_set_aside(f);
+}
+
+static void test_health_foreign_version_set_aside(void **state)
+{
+	struct fixture *f = *state;
+	uint32_t version = 2;
+	char path[512];
+	int fd;
+
+	make_valid_file(f, path, sizeof(path));
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &version, 4, OFF_VERSION), 4);
+	close(fd);
+	check_set_aside(f);
+}
+
+static void test_health_bad_checksum_set_aside(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], byte = 0x5a;
+	int fd;
+
+	make_valid_file(f, path, sizeof(path));
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &byte, 1, OFF_CHECK), 1);
+	close(fd);
+	check_set_aside(f);
+}
+
+static void test_health_empty_or_blank_file_initialised(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg;
+	char path[512];
+	char *zero = calloc(1, FILE_SIZE);
+	struct stat st;
+
+	assert_non_null(zero);
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	write_file(path, "", 0, 0600);
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	assert_false(is_private(cfg));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, FILE_SIZE);
+	cfg_free(cfg);
+	/* All zero (its creator died before the header): just initialised. */
+	write_file(path, zero, FILE_SIZE, 0600);
+	free(zero);
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	assert_false(is_private(cfg));
+	rlb_health_add_errors(&cfg->clusters[0], 0, 1);
+	cfg_free(cfg);
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 0);
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 1);
+	cfg_free(cfg);
+}
+
+/* Attach must refuse the state and still work privately. */
+static void check_private(struct fixture *f, const char *dir,
+			  const char *expect_in_log)
+{
+	struct rlb_config *cfg;
+	struct capture cap;
+	pid_t pid;
+	char *log;
+
+	capture_begin(&cap);
+	cfg = attach1(dir, "db", hosts_ab, 2, true);
+	log = capture_end(&cap);
+	assert_true(is_private(cfg));
+	assert_non_null(strstr(log, "private"));
+	assert_non_null(strstr(log, expect_in_log));
+	free(log);
+	rlb_health_add_errors(&cfg->clusters[0], 1, 3);
+	rlb_health_decay(&cfg->clusters[0], 1000);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 1, 0, false), 3);
+	assert_int_equal(rlb_health_decay_time(&cfg->clusters[0]), 1000);
+	/* Private state is still shared with forked children. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		rlb_health_add_errors(&cfg->clusters[0], 1, 4);
+		_exit(0);
+	}
+	wait_children(&pid, 1);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 1, 0, false), 7);
+	cfg_free(cfg);
+}
+
+static void test_health_file_mode_0666_not_used(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+	struct stat st;
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	write_file(path, "", 0, 0666);
+	check_private(f, f->state, path);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(st.st_mode & 07777, 0666);
+}
+
+static void test_health_file_of_other_owner_not_used(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+
+	if (geteuid() != 0)
+		skip();
+	make_valid_file(f, path, sizeof(path));
+	assert_int_equal(chown(path, 65534, 65534), 0);
+	check_private(f, f->state, "uid 65534");
+}
+
+static void test_health_file_symlink_not_used(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], target[512];
+	struct stat st;
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	snprintf(target, sizeof(target), "%s/elsewhere", f->tmp);
+	assert_int_equal(symlink(target, path), 0);
+	check_private(f, f->state, "symlink");
+	assert_int_equal(lstat(target, &st), -1);
+}
+
+static void test_health_file_not_regular_not_used(void **state)
+{
+	struct fixture *f = *state;
+	char path[512];
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	check_private(f, f->state, "regular");
+}
+
+static void test_health_dir_symlink_not_used(void **state)
+{
+	struct fixture *f = *state;
+	char real[256], link[256];
+
+	snprintf(real, sizeof(real), "%s/real", f->tmp);
+	snprintf(link, sizeof(link), "%s/link", f->tmp);
+	assert_int_equal(mkdir(real, 0700), 0);
+	assert_int_equal(symlink(real, link), 0);
+	check_private(f, link, link);
+	assert_int_equal(count_prefix(real, "db"), 0);
+}
+
+static void test_health_dir_writable_by_others_not_used(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	assert_int_equal(chmod(f->state, 0770), 0);
+	check_private(f, f->state, "writable");
+	assert_int_equal(chmod(f->state, 0702), 0);
+	check_private(f, f->state, "writable");
+	assert_int_equal(count_prefix(f->state, "db"), 0);
+}
+
+static void test_health_dir_of_other_owner_not_used(void **state)
+{
+	struct fixture *f = *state;
+
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	assert_int_equal(chown(f->state, 65534, 65534), 0);
+	check_private(f, f->state, "uid 65534");
+	assert_int_equal(count_prefix(f->state, "db"), 0);
+}
+
+static void test_health_creates_dir_0700_and_file_0600(void **state)
+{
+	struct fixture *f = *state;
+	char dir[256], parent[128], path[512];
+	struct rlb_config *cfg;
+	mode_t old;
+	struct stat st;
+
+	/* A hostile umask must not leave the modes short. */
+	old = umask(0277);
+	snprintf(parent, sizeof(parent), "%s/x/y", f->tmp);
+	snprintf(dir, sizeof(dir), "%s/state", parent);
+	cfg = attach1(dir, "db", hosts_ab, 2, true);
+	umask(old);
+	assert_false(is_private(cfg));
+	assert_int_equal(lstat(dir, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(lstat(parent, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	snprintf(path, sizeof(path), "%s/db.state", dir);
+	assert_string_equal(rlb_health_path(cfg->clusters[0].health), path);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(st.st_size, FILE_SIZE);
+	cfg_free(cfg);
+}
+
+static void test_health_file_names(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg;
+	char name[251], path[PATH_MAX];
+	const char *p;
+
+	cfg = attach1(f->state, "we/ird:name", hosts_ab, 1, true);
+	snprintf(path, sizeof(path), "%s/we_ird_name.state", f->state);
+	assert_string_equal(rlb_health_path(cfg->clusters[0].health), path);
+	cfg_free(cfg);
+
+	/* Overlong names are cut and hashed, and can still be set aside. */
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	cfg = attach1(f->state, name, hosts_ab, 1, true);
+	assert_false(is_private(cfg));
+	p = strrchr(rlb_health_path(cfg->clusters[0].health), '/') + 1;
+	assert_true(strlen(p) <= 210);
+	assert_non_null(strstr(p, ".state"));
+	snprintf(path, sizeof(path), "%s/%s", f->state, p);
+	cfg_free(cfg);
+	assert_int_equal(truncate(path, 10), 0);
+	cfg = attach1(f->state, name, hosts_ab, 1, true);
+	assert_false(is_private(cfg));
+	assert_int_equal(count_prefix(f->state, "xxxxxxxx"), 2);
+	cfg_free(cfg);
+}
+
+static void test_health_state_dir_precedence(void **state)
+{
+	struct rlb_config cfg = { 0 };
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char *saved = xdg ? strdup(xdg) : NULL;
+	char buf[PATH_MAX], expect[64];
+
+	snprintf(expect, sizeof(expect), "/tmp/replicalb-%lu",
+		 (unsigned long)geteuid());
+	setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1);
+	cfg.state_dir = "/var/lib/rlb-test";
+	assert_string_equal(rlb_health_state_dir(&cfg, buf, sizeof(buf)),
+			    "/var/lib/rlb-test");
+	cfg.state_dir = NULL;
+	assert_string_equal(rlb_health_state_dir(&cfg, buf, sizeof(buf)),
+			    "/run/user/4242/replicalb");
+	assert_string_equal(rlb_health_state_dir(NULL, buf, sizeof(buf)),
+			    "/run/user/4242/replicalb");
+	setenv("XDG_RUNTIME_DIR", "relative/dir", 1);
+	assert_string_equal(rlb_health_state_dir(&cfg, buf, sizeof(buf)),
+			    expect);
+	setenv("XDG_RUNTIME_DIR", "", 1);
+	assert_string_equal(rlb_health_state_dir(&cfg, buf, sizeof(buf)),
+			    expect);
+	unsetenv("XDG_RUNTIME_DIR");
+	assert_string_equal(rlb_health_state_dir(&cfg, buf, sizeof(buf)),
+			    expect);
+	assert_true(rlb_health_state_dir(&cfg, buf, 8) == buf);
+	assert_int_equal(strlen(buf), 7);
+	if (saved)
+		setenv("XDG_RUNTIME_DIR", saved, 1);
+	free(saved);
+}
+
+static void test_health_unattached_is_harmless(void **state)
+{
+	struct rlb_cluster c = { 0 };
+
+	c.nreplicas = 0;
+	rlb_health_decay(&c, 1000);
+	rlb_health_add_errors(&c, 0, 1);
+	rlb_health_reset(&c, SIZE_MAX);
+	assert_int_equal(rlb_health_errors(&c, 0, 0, true), 0);
+	assert_int_equal(rlb_health_rr_next(&c), 0);
+	assert_int_equal(rlb_health_rr_peek(&c), 0);
+	assert_int_equal(rlb_health_decay_time(&c), 0);
+	assert_int_equal(rlb_health_recovery_seconds(&c, 0, 0), 0);
+	assert_string_equal(rlb_health_path(NULL), "(private)");
+	rlb_health_detach(NULL);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_health_tv24_decay_sequence),
+		T(test_health_tv25_zero_half_life),
+		T(test_health_tv26_cap),
+		T(test_health_clock_backwards_does_nothing),
+		T(test_health_shift_of_64_or_more_zeroes),
+		T(test_health_remainder_discarded),
+		T(test_health_decayed_view_changes_nothing),
+		T(test_health_reset),
+		T(test_health_recovery_tv28),
+		T(test_health_shared_between_attaches),
+		T(test_health_fork_adds_exactly),
+		T(test_health_fork_rr_distinct),
+		T(test_health_reload_keeps_by_identity),
+		T(test_health_prune_drops_removed),
+		T(test_health_prune_then_stale_config_reclaims),
+		T(test_health_no_prune_keeps_removed),
+		T(test_health_rebuild_when_full_of_tombstones),
+		T(test_health_full_table_drops_foreign_entries),
+		T(test_health_garbage_file_set_aside),
+		T(test_health_garbage_of_right_size_set_aside),
+		T(test_health_truncated_file_set_aside),
+		T(test_health_foreign_version_set_aside),
+		T(test_health_bad_checksum_set_aside),
+		T(test_health_empty_or_blank_file_initialised),
+		T(test_health_file_mode_0666_not_used),
+		T(test_health_file_of_other_owner_not_used),
+		T(test_health_file_symlink_not_used),
+		T(test_health_file_not_regular_not_used),
+		T(test_health_dir_symlink_not_used),
+		T(test_health_dir_writable_by_others_not_used),
+		T(test_health_dir_of_other_owner_not_used),
+		T(test_health_creates_dir_0700_and_file_0600),
+		T(test_health_file_names),
+		T(test_health_state_dir_precedence),
+		T(test_health_unattached_is_harmless),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

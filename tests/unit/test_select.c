@@ -1,0 +1,1035 @@
+/* test_select.c - unit tests of select.c: the key sort, and whole
+ * selections over real shared health state (vectors TV12-TV24). */
+#include "config.h"
+
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rlb.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+/* A fixed wall clock: decay stays out of the way unless a test moves it. */
+#define NOW 1000000
+
+/* State directory shared by the whole file; each cluster has its own name. */
+static char state_dir[] = "/tmp/rlb-test-select-XXXXXX";
+static unsigned cluster_seq;
+
+struct env {
+	struct rlb_config *cfg;
+	struct rlb_cluster *c;	/* cfg->clusters[0] */
+	struct rlb_selection *sel;
+};
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int group_setup(void **state)
+{
+	return mkdtemp(state_dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	return nftw(state_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/*
+ * One cluster of n replicas (hosts[i], else "rN.example") with policy p,
+ * in a hand-built config whose health is attached in state_dir.
+ */
+static struct env *env_new(enum rlb_policy p, size_t n,
+			   const char *const *hosts)
+{
+	struct env *e = calloc(1, sizeof(*e));
+	struct rlb_cluster *c;
+	char name[64];
+
+	assert_non_null(e);
+	e->cfg = calloc(1, sizeof(*e->cfg));
+	assert_non_null(e->cfg);
+	e->cfg->state_dir = strdup(state_dir);
+	e->cfg->defaults.load_balancing = p;
+	e->cfg->defaults.half_life = 60;
+	e->cfg->defaults.error_cap = 1000;
+	e->cfg->nclusters = 1;
+	e->cfg->clusters = calloc(1, sizeof(*e->cfg->clusters));
+	assert_non_null(e->cfg->clusters);
+	c = e->c = &e->cfg->clusters[0];
+	snprintf(name, sizeof(name), "t%u-%d.select.test", cluster_seq++,
+		 (int)getpid());
+	c->name = strdup(name);
+	c->name_hash = rlb_hash64(name, strlen(name), 0);
+	c->s = e->cfg->defaults;
+	c->nreplicas = n;
+	c->replicas = calloc(n, sizeof(*c->replicas));
+	assert_non_null(c->replicas);
+	for (size_t i = 0; i < n; i++) {
+		char host[64];
+
+		if (hosts)
+			snprintf(host, sizeof(host), "%s", hosts[i]);
+		else
+			snprintf(host, sizeof(host), "r%zu.example", i);
+		c->replicas[i].host = strdup(host);
+		c->replicas[i].priority = 1;
+		c->replicas[i].identity = rlb_hash64(host, strlen(host), 0);
+	}
+	rlb_health_attach_all(e->cfg, false);
+	assert_non_null(c->health);
+	e->sel = rlb_selection_new(n);
+	assert_non_null(e->sel);
+	return e;
+}
+
+static void env_free(struct env *e)
+{
+	struct rlb_cluster *c = e->c;
+
+	rlb_health_detach(c->health);
+	for (size_t i = 0; i < c->nreplicas; i++)
+		free(c->replicas[i].host);
+	free(c->replicas);
+	free(c->host_prio);
+	free(c->name);
+	free(e->cfg->clusters);
+	free(e->cfg->state_dir);
+	free(e->cfg);
+	free(e->sel);
+	free(e);
+}
+
+/* Record errors[i] errors against each replica. */
+static void set_errors(struct env *e, const uint64_t *errors)
+{
+	for (size_t i = 0; i < e->c->nreplicas; i++)
+		if (errors[i])
+			rlb_health_add_errors(e->c, i, errors[i]);
+}
+
+static void select_now(struct env *e)
+{
+	rlb_select(e->c, false, NOW, e->sel);
+}
+
+static void check_order(const struct rlb_selection *sel,
+			const uint32_t *want, const char *what)
+{
+	for (size_t i = 0; i < sel->n; i++) {
+		if (sel->order[i] != want[i]) {
+			char got[128] = "", exp[128] = "";
+
+			for (size_t k = 0; k < sel->n && k < 16; k++) {
+				snprintf(got + strlen(got),
+					 sizeof(got) - strlen(got), " %u",
+					 sel->order[k]);
+				snprintf(exp + strlen(exp),
+					 sizeof(exp) - strlen(exp), " %u",
+					 want[k]);
+			}
+			fail_msg("%s: order [%s ], want [%s ]", what, got,
+				 exp);
+		}
+	}
+}
+
+/* Index 0..5 of a permutation of {0, 1, 2}. */
+static int perm3(const uint32_t *o)
+{
+	return (int)o[0] * 2 + (o[1] > o[2] ? 1 : 0);
+}
+
+/* ---- rlb_selection_new ---- */
+
+static void test_select_selection_new_layout(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 3, 64, 65, RLB_MAX_REPLICAS };
+
+	for (size_t k = 0; k < ARRAY_SIZE(sizes); k++) {
+		size_t n = sizes[k];
+		struct rlb_selection *sel = rlb_selection_new(n);
+
+		assert_non_null(sel);
+		assert_int_equal(sel->n, n);
+		assert_int_equal((uintptr_t)sel->errors % _Alignof(uint64_t),
+				 0);
+		assert_int_equal((uintptr_t)sel->policy_prio %
+					 _Alignof(int64_t), 0);
+		assert_int_equal((uintptr_t)sel->order % _Alignof(uint32_t),
+				 0);
+		/* Every slot writable without clobbering another array
+		 * (ASan and valgrind watch the bounds). */
+		for (size_t i = 0; i < n; i++) {
+			sel->errors[i] = UINT64_MAX;
+			sel->policy_prio[i] = INT64_MIN;
+			sel->order[i] = (uint32_t)i;
+		}
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(sel->errors[i], UINT64_MAX);
+			assert_true(sel->policy_prio[i] == INT64_MIN);
+			assert_int_equal(sel->order[i], i);
+		}
+		free(sel);
+	}
+	assert_null(rlb_selection_new(SIZE_MAX));
+	assert_null(rlb_selection_new(SIZE_MAX / 8));
+}
+
+/* ---- rlb_select_sort ---- */
+
+static struct rlb_select_key key(uint64_t errors, int64_t priority,
+				 int64_t policy_prio, uint32_t random,
+				 uint32_t index)
+{
+	struct rlb_select_key k = {
+		.errors = errors,
+		.priority = priority,
+		.policy_prio = policy_prio,
+		.random = random,
+		.index = index,
+	};
+
+	return k;
+}
+
+static void check_sorted_indexes(const struct rlb_select_key *k, size_t n,
+				 const uint32_t *want)
+{
+	for (size_t i = 0; i < n; i++)
+		if (k[i].index != want[i])
+			fail_msg("position %zu: index %u, want %u", i,
+				 k[i].index, want[i]);
+}
+
+/* Errors beat priority beat policy beat random beat index. */
+static void test_select_sort_key_precedence(void **state)
+{
+	struct rlb_select_key k[] = {
+		key(1, -100, -100, 0, 0),	/* worst: most errors */
+		key(0, 2, -100, 0, 1),		/* worse config priority */
+		key(0, 1, 5, 0, 2),		/* worse policy priority */
+		key(0, 1, 4, 9, 3),		/* worse random */
+		key(0, 1, 4, 8, 5),		/* same as 4 but index */
+		key(0, 1, 4, 8, 4),
+		key(0, 1, -3, UINT32_MAX, 6),	/* LCP-style negatives */
+		key(0, INT64_MIN, INT64_MAX, UINT32_MAX, 7),
+		key(UINT64_MAX, INT64_MIN, INT64_MIN, 0, 8),
+	};
+	static const uint32_t want[] = { 7, 6, 4, 5, 3, 2, 1, 0, 8 };
+
+	rlb_select_sort(k, ARRAY_SIZE(k));
+	check_sorted_indexes(k, ARRAY_SIZE(k), want);
+}
+
+/* TV23: errors dominate config priority; with M = 1 they tie. */
+static void test_select_sort_errors_beat_priority(void **state)
+{
+	struct rlb_select_key m0[] = { key(1, 0, 0, 0, 0), key(0, 5, 0, 7, 1) };
+	struct rlb_select_key m1[] = { key(0, 0, 0, 7, 0), key(0, 5, 0, 0, 1) };
+	static const uint32_t want0[] = { 1, 0 }, want1[] = { 0, 1 };
+
+	rlb_select_sort(m0, 2);
+	check_sorted_indexes(m0, 2, want0);
+	rlb_select_sort(m1, 2);
+	check_sorted_indexes(m1, 2, want1);
+}
+
+/* Fixed random values decide among otherwise equal keys. */
+static void test_select_sort_random_breaks_ties(void **state)
+{
+	struct rlb_select_key k[] = {
+		key(0, 1, 0, 30, 0), key(0, 1, 0, 10, 1),
+		key(0, 1, 0, 20, 2), key(0, 1, 0, 10, 3),
+	};
+	static const uint32_t want[] = { 1, 3, 2, 0 };
+
+	rlb_select_sort(k, ARRAY_SIZE(k));
+	check_sorted_indexes(k, ARRAY_SIZE(k), want);
+	/* n = 0 and n = 1 are no-ops. */
+	rlb_select_sort(NULL, 0);
+	rlb_select_sort(k, 1);
+	assert_int_equal(k[0].index, 1);
+}
+
+static int ref_cmp(const void *pa, const void *pb)
+{
+	const struct rlb_select_key *a = pa, *b = pb;
+
+	if (a->errors != b->errors)
+		return a->errors < b->errors ? -1 : 1;
+	if (a->priority != b->priority)
+		return a->priority < b->priority ? -1 : 1;
+	if (a->policy_prio != b->policy_prio)
+		return a->policy_prio < b->policy_prio ? -1 : 1;
+	if (a->random != b->random)
+		return a->random < b->random ? -1 : 1;
+	if (a->index != b->index)
+		return a->index < b->index ? -1 : 1;
+	return 0;
+}
+
+static uint64_t test_rng = 0x243f6a8885a308d3ULL;
+
+static uint32_t next_rand(void)
+{
+	test_rng ^= test_rng << 13;
+	test_rng ^= test_rng >> 7;
+	test_rng ^= test_rng << 17;
+	return (uint32_t)(test_rng >> 16);
+}
+
+enum shape { SHAPE_RANDOM, SHAPE_FEW, SHAPE_SORTED, SHAPE_REVERSED,
+	     SHAPE_PIPE, SHAPE_SAWTOOTH, SHAPE_EQUAL, SHAPE_COUNT };
+
+static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t r = next_rand();
+
+		switch (shape) {
+		case SHAPE_RANDOM:
+			k[i] = key(r % 3, (int64_t)(r >> 2) % 3 - 1,
+				   (int64_t)(r >> 4) % 50 - 25, next_rand(),
+				   (uint32_t)i);
+			break;
+		case SHAPE_FEW:	/* many full ties but for the index */
+			k[i] = key(r % 2, 1, (r >> 1) % 2, (r >> 2) % 2,
+				   (uint32_t)(n - 1 - i));
+			break;
+		case SHAPE_SORTED:
+			k[i] = key(0, 1, (int64_t)i, 0, (uint32_t)i);
+			break;
+		case SHAPE_REVERSED:
+			k[i] = key(0, 1, -(int64_t)i, 0, (uint32_t)i);
+			break;
+		case SHAPE_PIPE:
+			k[i] = key(0, 1, (int64_t)(i < n / 2 ? i : n - i), 0,
+				   (uint32_t)i);
+			break;
+		case SHAPE_SAWTOOTH:
+			k[i] = key(i % 7, 1, 0, (uint32_t)(i % 13),
+				   (uint32_t)i);
+			break;
+		default:	/* identical keys, index included */
+			k[i] = key(3, 1, 2, 1, 7);
+			break;
+		}
+	}
+}
+
+/* Same result as qsort with the reference comparison, all shapes. */
+static void test_select_sort_matches_reference(void **state)
+{
+	static const size_t sizes[] = { 2,  3,  5,   15,   16,   17,  31,
+					33, 64, 100, 1000, 1023, RLB_MAX_REPLICAS };
+	struct rlb_select_key *k = malloc(RLB_MAX_REPLICAS * sizeof(*k));
+	struct rlb_select_key *ref = malloc(RLB_MAX_REPLICAS * sizeof(*ref));
+
+	assert_non_null(k);
+	assert_non_null(ref);
+	for (size_t s = 0; s < ARRAY_SIZE(sizes); s++) {
+		for (int shape = 0; shape < SHAPE_COUNT; shape++) {
+			size_t n = sizes[s];
+
+			fill_keys(k, n, (enum shape)shape);
+			memcpy(ref, k, n * sizeof(*k));
+			qsort(ref, n, sizeof(*ref), ref_cmp);
+			rlb_select_sort(k, n);
+			for (size_t i = 0; i < n; i++)
+				if (ref_cmp(&k[i], &ref[i]) != 0)
+					fail_msg("n=%zu shape=%d: position "
+						 "%zu differs", n, shape, i);
+		}
+	}
+	free(k);
+	free(ref);
+}
+
+/*
+ * McIlroy's "killer adversary" for quicksort (Software: Practice and
+ * Experience 29(4), 1999), run against a model of select.c's partition
+ * (median of lo/mid/hi, Hoare scans, continue with the smaller side,
+ * ranges <= 16 left to insertion sort). Values are decided lazily while
+ * the model sorts, so that every partition splits off almost nothing; the
+ * result is an input on which plain quicksort is quadratic and the real
+ * sort must switch to heapsort. If select.c's partition changes, the
+ * model must follow, or this input stops being adversarial.
+ */
+struct adversary {
+	int64_t *val;		/* per item; `gas` until frozen */
+	int64_t gas, nsolid;
+	size_t candidate;
+};
+
+static bool adv_less(struct adversary *a, size_t x, size_t y)
+{
+	if (a->val[x] == a->gas && a->val[y] == a->gas)
+		a->val[x == a->candidate ? x : y] = a->nsolid++;
+	if (a->val[x] == a->gas)
+		a->candidate = x;
+	else if (a->val[y] == a->gas)
+		a->candidate = y;
+	return a->val[x] < a->val[y];
+}
+
+static void adv_swap(size_t *k, size_t i, size_t j)
+{
+	size_t t = k[i];
+
+	k[i] = k[j];
+	k[j] = t;
+}
+
+static size_t adv_partition(struct adversary *a, size_t *k, size_t lo,
+			    size_t hi)
+{
+	size_t mid = lo + (hi - lo) / 2, i = lo, j = hi, pivot;
+
+	if (adv_less(a, k[mid], k[lo]))
+		adv_swap(k, mid, lo);
+	if (adv_less(a, k[hi], k[mid])) {
+		adv_swap(k, hi, mid);
+		if (adv_less(a, k[mid], k[lo]))
+			adv_swap(k, mid, lo);
+	}
+	pivot = k[mid];
+	for (;;) {
+		do
+			i++;
+		while (adv_less(a, k[i], pivot));
+		do
+			j--;
+		while (adv_less(a, pivot, k[j]));
+		if (i >= j)
+			return j;
+		adv_swap(k, i, j);
+	}
+}
+
+/* Fill val[0..n) with the adversarial input; returns the partitions the
+ * model needed (about n/2 when the attack works). */
+static size_t adversary_input(int64_t *val, size_t n)
+{
+	struct adversary a = { .val = val, .gas = (int64_t)n, .nsolid = 0,
+			       .candidate = SIZE_MAX };
+	size_t *k = malloc(n * sizeof(*k));
+	size_t stack[2 * 64], top = 0, lo = 0, hi = n - 1, parts = 0;
+
+	assert_non_null(k);
+	for (size_t i = 0; i < n; i++) {
+		k[i] = i;
+		val[i] = a.gas;
+	}
+	for (;;) {
+		while (hi - lo + 1 > 16) {
+			size_t p = adv_partition(&a, k, lo, hi);
+
+			parts++;
+			assert_true(top + 2 <= ARRAY_SIZE(stack));
+			if (p - lo + 1 < hi - p) {
+				stack[top++] = p + 1;
+				stack[top++] = hi;
+				hi = p;
+			} else {
+				stack[top++] = lo;
+				stack[top++] = p;
+				lo = p + 1;
+			}
+		}
+		if (top == 0)
+			break;
+		hi = stack[--top];
+		lo = stack[--top];
+	}
+	for (size_t i = 0; i < n; i++)
+		if (val[i] == a.gas)
+			val[i] = a.nsolid++;
+	free(k);
+	return parts;
+}
+
+static void test_select_sort_adversarial(void **state)
+{
+	for (size_t n = 64; n <= RLB_MAX_REPLICAS; n *= 4) {
+		struct rlb_select_key *k = malloc(n * sizeof(*k));
+		int64_t *v = malloc(n * sizeof(*v));
+
+		assert_non_null(k);
+		assert_non_null(v);
+		/* The attack works on the model: far deeper than 2 log2 n. */
+		assert_true(adversary_input(v, n) > n / 4);
+		for (size_t i = 0; i < n; i++)
+			k[i] = key(0, 1, v[i], 0, (uint32_t)i);
+		rlb_select_sort(k, n);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(k[i].policy_prio, i);
+		free(k);
+		free(v);
+	}
+}
+
+/* ---- rlb_select over real health ---- */
+
+/* TV12-TV14: in_order with errors and max_ignored_errors. */
+static void test_select_in_order_ignored_errors(void **state)
+{
+	static const struct {
+		const char *id;
+		uint64_t errors[3];
+		int64_t ignored;
+		uint32_t want[3];
+	} v[] = {
+		{ "TV12", { 1, 0, 0 }, 0, { 1, 2, 0 } },
+		{ "TV13", { 1, 0, 0 }, 1, { 0, 1, 2 } },
+		{ "TV14", { 3, 1, 0 }, 1, { 1, 2, 0 } },
+		{ "no errors", { 0, 0, 0 }, 0, { 0, 1, 2 } },
+		{ "all equal", { 4, 4, 4 }, 0, { 0, 1, 2 } },
+		{ "ignored > errors", { 2, 5, 3 }, 10, { 0, 1, 2 } },
+		{ "graded", { 9, 2, 5 }, 1, { 1, 2, 0 } },
+	};
+
+	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
+		struct env *e = env_new(RLB_POLICY_IN_ORDER, 3, NULL);
+
+		e->c->s.max_ignored_errors = v[k].ignored;
+		set_errors(e, v[k].errors);
+		for (int rep = 0; rep < 20; rep++) {
+			select_now(e);
+			check_order(e->sel, v[k].want, v[k].id);
+		}
+		/* Reported counts are the decayed ones, before M applies. */
+		for (size_t i = 0; i < 3; i++) {
+			assert_int_equal(e->sel->errors[i], v[k].errors[i]);
+			assert_int_equal(e->sel->policy_prio[i], i);
+		}
+		env_free(e);
+	}
+}
+
+/* TV23 end to end: config priority [0, 5], errors [1, 0]. */
+static void test_select_errors_beat_config_priority(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_RANDOM, 2, NULL);
+	static const uint64_t errors[] = { 1, 0 };
+	static const uint32_t m0[] = { 1, 0 }, m1[] = { 0, 1 };
+
+	e->c->replicas[0].priority = 0;
+	e->c->replicas[1].priority = 5;
+	set_errors(e, errors);
+	for (int rep = 0; rep < 20; rep++) {
+		e->c->s.max_ignored_errors = 0;
+		select_now(e);
+		check_order(e->sel, m0, "TV23 M=0");
+		e->c->s.max_ignored_errors = 1;
+		select_now(e);
+		check_order(e->sel, m1, "TV23 M=1");
+	}
+	env_free(e);
+}
+
+/*
+ * Run `runs` selections; `first` must be the fixed first pick (or -1),
+ * `last` the fixed last one (or -1); count how often each replica comes
+ * second (first when first == -1).
+ */
+static void count_picks(struct env *e, int runs, int first, int last,
+			int *counts)
+{
+	size_t n = e->c->nreplicas;
+
+	for (int r = 0; r < runs; r++) {
+		select_now(e);
+		if (first >= 0)
+			assert_int_equal(e->sel->order[0], first);
+		if (last >= 0)
+			assert_int_equal(e->sel->order[n - 1], last);
+		counts[e->sel->order[first >= 0 ? 1 : 0]]++;
+	}
+}
+
+/* TV15 and TV16: replica[offset mod N] first, then the others at random. */
+static void test_select_first_or_random_offsets(void **state)
+{
+	static const struct {
+		int64_t offset;
+		int first, a, b;
+	} v[] = { { 0, 0, 1, 2 }, { 4, 1, 0, 2 }, { 5, 2, 0, 1 } };
+
+	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
+		struct env *e = env_new(RLB_POLICY_FIRST_OR_RANDOM, 3, NULL);
+		int counts[3] = { 0 };
+
+		e->c->s.first_offset = v[k].offset;
+		count_picks(e, 3000, v[k].first, -1, counts);
+		/* sigma = 27: +-150 is 5.5 sigma, never flakes. */
+		assert_in_range(counts[v[k].a], 1350, 1650);
+		assert_in_range(counts[v[k].b], 1350, 1650);
+		env_free(e);
+	}
+}
+
+/* TV17: the preferred replica has an error: random among the others. */
+static void test_select_first_or_random_with_errors(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_FIRST_OR_RANDOM, 3, NULL);
+	static const uint64_t errors[] = { 1, 0, 0 };
+	int counts[3] = { 0 };
+
+	set_errors(e, errors);
+	count_picks(e, 3000, -1, 0, counts);
+	assert_int_equal(counts[0], 0);
+	assert_in_range(counts[1], 1350, 1650);
+	assert_in_range(counts[2], 1350, 1650);
+	env_free(e);
+}
+
+/* TV18: N = 3, fresh counter. */
+static void test_select_round_robin_sequence(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+	static const uint32_t want[4][3] = {
+		{ 1, 2, 0 }, { 2, 0, 1 }, { 0, 1, 2 }, { 1, 2, 0 },
+	};
+	static const int64_t prio1[3] = { 2, 0, 1 };
+
+	assert_int_equal(rlb_health_rr_peek(e->c), 0);
+	for (int call = 0; call < 4; call++) {
+		select_now(e);
+		check_order(e->sel, want[call], "TV18");
+		if (call == 0)
+			for (size_t i = 0; i < 3; i++)
+				assert_int_equal(e->sel->policy_prio[i],
+						 prio1[i]);
+	}
+	assert_int_equal(rlb_health_rr_peek(e->c), 4);
+	env_free(e);
+}
+
+/* TV19: N = 5: call 1 [1,2,3,4,0], call 5 [0,1,2,3,4], firsts 1,2,3,4,0,1. */
+static void test_select_round_robin_five(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 5, NULL);
+	static const uint32_t call1[] = { 1, 2, 3, 4, 0 };
+	static const uint32_t call5[] = { 0, 1, 2, 3, 4 };
+	static const uint32_t firsts[] = { 1, 2, 3, 4, 0, 1 };
+
+	for (int call = 0; call < 6; call++) {
+		select_now(e);
+		assert_int_equal(e->sel->order[0], firsts[call]);
+		if (call == 0)
+			check_order(e->sel, call1, "TV19 call 1");
+		if (call == 4)
+			check_order(e->sel, call5, "TV19 call 5");
+	}
+	env_free(e);
+}
+
+/* TV20 (errors [0,1,0]) and TV21 (priority [1,2,1]): double load on 2. */
+static void test_select_round_robin_errors_and_priority(void **state)
+{
+	static const uint32_t want[6][3] = {
+		{ 2, 0, 1 }, { 2, 0, 1 }, { 0, 2, 1 },
+		{ 2, 0, 1 }, { 2, 0, 1 }, { 0, 2, 1 },
+	};
+	static const uint64_t errors[] = { 0, 1, 0 };
+	struct env *tv20 = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+	struct env *tv21 = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+
+	set_errors(tv20, errors);
+	tv21->c->replicas[1].priority = 2;
+	for (int call = 0; call < 6; call++) {
+		select_now(tv20);
+		check_order(tv20->sel, want[call], "TV20");
+		select_now(tv21);
+		check_order(tv21->sel, want[call], "TV21");
+	}
+	env_free(tv20);
+	env_free(tv21);
+}
+
+/* Only round_robin selections advance the counter. */
+static void test_select_counter_only_for_round_robin(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_IN_ORDER, 3, NULL);
+	static const uint32_t first[] = { 1, 2, 0 };
+
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		if (p == RLB_POLICY_ROUND_ROBIN)
+			continue;
+		e->c->s.load_balancing = (enum rlb_policy)p;
+		for (int rep = 0; rep < 5; rep++)
+			select_now(e);
+	}
+	assert_int_equal(rlb_health_rr_peek(e->c), 0);
+	e->c->s.load_balancing = RLB_POLICY_ROUND_ROBIN;
+	select_now(e);
+	check_order(e->sel, first, "first round_robin");
+	assert_int_equal(rlb_health_rr_peek(e->c), 1);
+	env_free(e);
+}
+
+/* Peek shows the next order without consuming the turn. */
+static void test_select_peek_keeps_round_robin(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+	static const uint32_t a[] = { 1, 2, 0 }, b[] = { 2, 0, 1 };
+
+	for (int rep = 0; rep < 3; rep++) {
+		rlb_select(e->c, true, NOW, e->sel);
+		check_order(e->sel, a, "peek before call 1");
+	}
+	assert_int_equal(rlb_health_rr_peek(e->c), 0);
+	select_now(e);
+	check_order(e->sel, a, "call 1");
+	rlb_select(e->c, true, NOW, e->sel);
+	check_order(e->sel, b, "peek before call 2");
+	assert_int_equal(rlb_health_rr_peek(e->c), 1);
+	env_free(e);
+}
+
+/* Peek shows decayed counts but writes neither counts nor T. */
+static void test_select_peek_does_not_decay(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_IN_ORDER, 2, NULL);
+	static const uint32_t healthy[] = { 0, 1 }, failing[] = { 1, 0 };
+
+	/* A peek on fresh state does not even start the clock. */
+	rlb_select(e->c, true, 1000, e->sel);
+	assert_int_equal(rlb_health_decay_time(e->c), 0);
+	rlb_select(e->c, false, 1000, e->sel);
+	assert_int_equal(rlb_health_decay_time(e->c), 1000);
+	rlb_health_add_errors(e->c, 0, 5);
+
+	rlb_select(e->c, true, 1061, e->sel);
+	assert_int_equal(e->sel->errors[0], 2);
+	check_order(e->sel, failing, "peek at 1061");
+	rlb_select(e->c, true, 1400, e->sel);
+	assert_int_equal(e->sel->errors[0], 0);
+	check_order(e->sel, healthy, "peek at 1400");
+	assert_int_equal(rlb_health_errors(e->c, 0, 1400, false), 5);
+	assert_int_equal(rlb_health_decay_time(e->c), 1000);
+
+	rlb_select(e->c, false, 1061, e->sel);
+	assert_int_equal(e->sel->errors[0], 2);
+	assert_int_equal(rlb_health_errors(e->c, 0, 1061, false), 2);
+	assert_int_equal(rlb_health_decay_time(e->c), 1061);
+	env_free(e);
+}
+
+/* TV24: decay applied by selections at explicit times. */
+static void test_select_applies_decay(void **state)
+{
+	static const struct {
+		int64_t t;
+		uint64_t errors, decay_time;
+	} steps[] = {
+		{ 1059, 5, 1000 }, { 1061, 2, 1061 }, { 1120, 2, 1061 },
+		{ 1121, 1, 1121 }, { 1300, 0, 1300 },
+	};
+	struct env *e = env_new(RLB_POLICY_RANDOM, 2, NULL);
+	static const uint32_t b_first[] = { 1, 0 };
+
+	rlb_select(e->c, false, 1000, e->sel);
+	assert_int_equal(rlb_health_decay_time(e->c), 1000);
+	rlb_health_add_errors(e->c, 0, 5);
+	for (size_t k = 0; k < ARRAY_SIZE(steps); k++) {
+		rlb_select(e->c, false, steps[k].t, e->sel);
+		if (e->sel->errors[0] != steps[k].errors ||
+		    rlb_health_decay_time(e->c) != (int64_t)steps[k].decay_time)
+			fail_msg("t=%lld: A=%llu T=%lld, want A=%llu T=%llu",
+				 (long long)steps[k].t,
+				 (unsigned long long)e->sel->errors[0],
+				 (long long)rlb_health_decay_time(e->c),
+				 (unsigned long long)steps[k].errors,
+				 (unsigned long long)steps[k].decay_time);
+		assert_int_equal(e->sel->errors[1], 0);
+		if (steps[k].errors)
+			check_order(e->sel, b_first, "A has errors");
+	}
+	env_free(e);
+}
+
+/* TV25: half-life 0 forgets at the next selection. */
+static void test_select_half_life_zero(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_IN_ORDER, 2, NULL);
+	static const uint32_t want[] = { 0, 1 };
+
+	e->c->s.half_life = 0;
+	rlb_select(e->c, false, 1000, e->sel);
+	rlb_health_add_errors(e->c, 0, 7);
+	rlb_select(e->c, false, 1005, e->sel);
+	assert_int_equal(e->sel->errors[0], 0);
+	check_order(e->sel, want, "TV25");
+	env_free(e);
+}
+
+/* TV22: random with errors [0,0,5]: 2 always last, 0 first half the time. */
+static void test_select_random_with_errors(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_RANDOM, 3, NULL);
+	static const uint64_t errors[] = { 0, 0, 5 };
+	int counts[3] = { 0 };
+
+	set_errors(e, errors);
+	count_picks(e, 4000, -1, 2, counts);
+	/* sigma = 31.6: +-200 is 6.3 sigma. */
+	assert_in_range(counts[0], 1800, 2200);
+	assert_int_equal(counts[0] + counts[1], 4000);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(e->sel->policy_prio[i], 0);
+	env_free(e);
+}
+
+/* Three tied replicas: all six orders, each close to 1/6. */
+static void test_select_ties_uniform(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_RANDOM, 3, NULL);
+	int perms[6] = { 0 };
+
+	for (int r = 0; r < 6000; r++) {
+		select_now(e);
+		perms[perm3(e->sel->order)]++;
+	}
+	/* Expect 1000 each, sigma = 29: +-150 is over 5 sigma. */
+	for (int p = 0; p < 6; p++)
+		if (perms[p] < 850 || perms[p] > 1150)
+			fail_msg("permutation %d seen %d times of 6000", p,
+				 perms[p]);
+	env_free(e);
+}
+
+/* TV05: one clear winner, the four tied others in uniform order. */
+static void test_select_ties_after_winner_uniform(void **state)
+{
+	static const char *const hosts[] = { "sde1010", "sde102", "sde103",
+					     "sde1020", "sde1030" };
+	struct env *e = env_new(RLB_POLICY_LCP, 5, hosts);
+	int counts[5] = { 0 };
+
+	assert_int_equal(rlb_policy_precompute(e->c, "sde101"), 0);
+	count_picks(e, 4000, 0, -1, counts);
+	for (size_t i = 1; i < 5; i++)
+		assert_in_range(counts[i], 800, 1200);
+	env_free(e);
+}
+
+/* Deterministic hostname vectors through the whole selection. */
+static void test_select_hostname_vectors(void **state)
+{
+	static const struct {
+		const char *id;
+		enum rlb_policy policy;
+		const char *local;
+		size_t n;
+		const char *hosts[3];
+		uint32_t want[3];
+	} v[] = {
+		{ "TV01", RLB_POLICY_NEAREST_HOSTNAME, "example01-01-1", 3,
+		  { "example01-01-1", "example01-01-2", "example01-02-2" },
+		  { 0, 1, 2 } },
+		{ "TV02", RLB_POLICY_NEAREST_HOSTNAME, "abc", 2,
+		  { "abcdef", "abd" }, { 0, 1 } },
+		{ "TV03a", RLB_POLICY_NEAREST_HOSTNAME, "HostA", 2,
+		  { "hosta", "HostB" }, { 1, 0 } },
+		{ "TV03b", RLB_POLICY_LEVENSHTEIN, "HostA", 2,
+		  { "hosta", "HostB" }, { 0, 1 } },
+		{ "TV03c", RLB_POLICY_LCP, "HostA", 2, { "hosta", "HostB" },
+		  { 1, 0 } },
+		{ "TV06", RLB_POLICY_LCS, "et46gtghn.qc.localdomain", 2,
+		  { "tr676ddgh.td.localdomain", "ab999.qc.localdomain" },
+		  { 1, 0 } },
+		{ "TV07a", RLB_POLICY_LCS, "ch1.dc1.example.com", 2,
+		  { "ch2.dc1.example.com", "ch1.dc2.example.com" }, { 0, 1 } },
+		{ "TV07b", RLB_POLICY_LCP, "ch1.dc1.example.com", 2,
+		  { "ch2.dc1.example.com", "ch1.dc2.example.com" }, { 1, 0 } },
+		{ "TV08 nearest", RLB_POLICY_NEAREST_HOSTNAME, "web-a1.eu", 3,
+		  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { 2, 1, 0 } },
+		{ "TV08 lcp", RLB_POLICY_LCP, "web-a1.eu", 3,
+		  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { 2, 1, 0 } },
+		{ "TV08 lcs", RLB_POLICY_LCS, "web-a1.eu", 3,
+		  { "db-a1.eu", "web-b10.eu", "web-a2.us" }, { 0, 1, 2 } },
+		{ "TV09 lev", RLB_POLICY_LEVENSHTEIN,
+		  "rhbdp-ch-000449-clickhouse-0-0", 2,
+		  { "rhbdp-ch-000449-clickhouse-12-0",
+		    "rhbdp-ch-000449-clickhouse-12-1" }, { 0, 1 } },
+		{ "TV10 lev", RLB_POLICY_LEVENSHTEIN, "", 3,
+		  { "a-long-name", "bb", "ccc" }, { 1, 2, 0 } },
+		{ "TV11 nearest", RLB_POLICY_NEAREST_HOSTNAME,
+		  "CH-1.example.COM", 2,
+		  { "ch-1.example.com", "CH-2.example.COM" }, { 1, 0 } },
+		{ "TV11 lev", RLB_POLICY_LEVENSHTEIN, "CH-1.example.COM", 2,
+		  { "ch-1.example.com", "CH-2.example.COM" }, { 0, 1 } },
+		{ "TV11 lcs", RLB_POLICY_LCS, "CH-1.example.COM", 2,
+		  { "ch-1.example.com", "CH-2.example.COM" }, { 1, 0 } },
+	};
+
+	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
+		struct env *e = env_new(v[k].policy, v[k].n, v[k].hosts);
+
+		assert_int_equal(rlb_policy_precompute(e->c, v[k].local), 0);
+		for (int rep = 0; rep < 30; rep++) {
+			select_now(e);
+			check_order(e->sel, v[k].want, v[k].id);
+		}
+		env_free(e);
+	}
+}
+
+/* Hostname vectors with a random part: TV04a/b/c, TV08 lev, TV10, TV29. */
+static void test_select_hostname_ties(void **state)
+{
+	static const char *const tv04[] = { "sde301", "sfe10101", "sde505" };
+	static const char *const tv10[] = { "a-long-name", "bb", "ccc" };
+	static const char *const tv29[] = { "ample-clickhouse-0-0",
+					    "example-clickhouse-1-10",
+					    "example-clickhouse-12-0" };
+	struct env *e;
+	int counts[3];
+
+	/* TV04a, LCP: 1 first, then {0, 2}. */
+	e = env_new(RLB_POLICY_LCP, 3, tv04);
+	assert_int_equal(rlb_policy_precompute(e->c, "sfe301"), 0);
+	memset(counts, 0, sizeof(counts));
+	count_picks(e, 2000, 1, -1, counts);
+	assert_in_range(counts[0], 850, 1150);
+	env_free(e);
+
+	/* TV04b, nearest: first in {0, 1}, 2 last. */
+	e = env_new(RLB_POLICY_NEAREST_HOSTNAME, 3, tv04);
+	assert_int_equal(rlb_policy_precompute(e->c, "sfe301"), 0);
+	memset(counts, 0, sizeof(counts));
+	count_picks(e, 2000, -1, 2, counts);
+	assert_in_range(counts[0], 850, 1150);
+	env_free(e);
+
+	/* TV04c, levenshtein: 0 first, then {1, 2}. */
+	e = env_new(RLB_POLICY_LEVENSHTEIN, 3, tv04);
+	assert_int_equal(rlb_policy_precompute(e->c, "sfe301"), 0);
+	memset(counts, 0, sizeof(counts));
+	count_picks(e, 2000, 0, -1, counts);
+	assert_in_range(counts[1], 850, 1150);
+	env_free(e);
+
+	/* TV10, LCS with an empty local name: uniformly random. */
+	e = env_new(RLB_POLICY_LCS, 3, tv10);
+	assert_int_equal(rlb_policy_precompute(e->c, ""), 0);
+	memset(counts, 0, sizeof(counts));
+	count_picks(e, 3000, -1, -1, counts);
+	for (size_t i = 0; i < 3; i++)
+		assert_in_range(counts[i], 850, 1150);
+	env_free(e);
+
+	/* TV29: the documentation's distances tie: uniformly random. */
+	e = env_new(RLB_POLICY_LEVENSHTEIN, 3, tv29);
+	assert_int_equal(rlb_policy_precompute(e->c, "example-clickhouse-0-0"),
+			 0);
+	memset(counts, 0, sizeof(counts));
+	count_picks(e, 3000, -1, -1, counts);
+	for (size_t i = 0; i < 3; i++)
+		assert_in_range(counts[i], 850, 1150);
+	env_free(e);
+}
+
+/* Past the stack key array (64): same rules, heap keys. */
+static void test_select_many_replicas(void **state)
+{
+	size_t n = 1000;
+	struct env *e = env_new(RLB_POLICY_IN_ORDER, n, NULL);
+	bool *seen = calloc(n, sizeof(*seen));
+	size_t pos = 0;
+
+	assert_non_null(seen);
+	rlb_health_add_errors(e->c, 500, 1);
+	rlb_health_add_errors(e->c, 0, 1);
+	rlb_health_add_errors(e->c, 999, 2);
+	e->c->replicas[700].priority = 0;
+	select_now(e);
+	assert_int_equal(e->sel->order[0], 700);
+	for (size_t i = 1; i < n; i++) {
+		if (i == 500 || i == 700 || i == 999)
+			continue;
+		assert_int_equal(e->sel->order[++pos], i);
+	}
+	assert_int_equal(e->sel->order[n - 3], 0);
+	assert_int_equal(e->sel->order[n - 2], 500);
+	assert_int_equal(e->sel->order[n - 1], 999);
+
+	/* Random at this size: a permutation, errors last. */
+	e->c->s.load_balancing = RLB_POLICY_RANDOM;
+	e->c->replicas[700].priority = 1;
+	select_now(e);
+	for (size_t i = 0; i < n; i++) {
+		assert_in_range(e->sel->order[i], 0, n - 1);
+		assert_false(seen[e->sel->order[i]]);
+		seen[e->sel->order[i]] = true;
+	}
+	assert_int_equal(e->sel->order[n - 1], 999);
+	assert_true(e->sel->order[n - 2] == 0 || e->sel->order[n - 2] == 500);
+	free(seen);
+	env_free(e);
+}
+
+/* Exactly at and just past the stack limit, round_robin rotates. */
+static void test_select_round_robin_stack_boundary(void **state)
+{
+	static const size_t sizes[] = { 1, 2, 64, 65 };
+
+	for (size_t k = 0; k < ARRAY_SIZE(sizes); k++) {
+		size_t n = sizes[k];
+		struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, n, NULL);
+
+		for (size_t call = 0; call < n + 2; call++) {
+			select_now(e);
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(e->sel->order[i],
+						 (call + 1 + i) % n);
+		}
+		env_free(e);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_select_selection_new_layout),
+		cmocka_unit_test(test_select_sort_key_precedence),
+		cmocka_unit_test(test_select_sort_errors_beat_priority),
+		cmocka_unit_test(test_select_sort_random_breaks_ties),
+		cmocka_unit_test(test_select_sort_matches_reference),
+		cmocka_unit_test(test_select_sort_adversarial),
+		cmocka_unit_test(test_select_in_order_ignored_errors),
+		cmocka_unit_test(test_select_errors_beat_config_priority),
+		cmocka_unit_test(test_select_first_or_random_offsets),
+		cmocka_unit_test(test_select_first_or_random_with_errors),
+		cmocka_unit_test(test_select_round_robin_sequence),
+		cmocka_unit_test(test_select_round_robin_five),
+		cmocka_unit_test(test_select_round_robin_errors_and_priority),
+		cmocka_unit_test(test_select_counter_only_for_round_robin),
+		cmocka_unit_test(test_select_peek_keeps_round_robin),
+		cmocka_unit_test(test_select_peek_does_not_decay),
+		cmocka_unit_test(test_select_applies_decay),
+		cmocka_unit_test(test_select_half_life_zero),
+		cmocka_unit_test(test_select_random_with_errors),
+		cmocka_unit_test(test_select_ties_uniform),
+		cmocka_unit_test(test_select_ties_after_winner_uniform),
+		cmocka_unit_test(test_select_hostname_vectors),
+		cmocka_unit_test(test_select_hostname_ties),
+		cmocka_unit_test(test_select_many_replicas),
+		cmocka_unit_test(test_select_round_robin_stack_boundary),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
