@@ -122,18 +122,19 @@ struct parser {
 };
 
 /*
- * libconfig names an @include'd file as written in the @include, but
+ * libconfig names an @include'd file (inc, the source file of a setting
+ * or error; NULL for the file itself) as written in the @include, but
  * opens it relative to p->dir: the directory to put in front, or "".
  */
-static const char *include_dir(const struct parser *p, const char *file)
+static const char *include_dir(const struct parser *p, const char *inc)
 {
-	return p->dir && file != p->file && file[0] != '/' ? p->dir : "";
+	return inc && p->dir && inc[0] != '/' ? p->dir : "";
 }
 
-static void vreport(struct parser *p, const char *file, int line,
-		    const char *fmt, va_list ap)
+/* One error at dir/file:line (dir "" for none; line <= 0 for none). */
+static void vreport(struct parser *p, const char *dir, const char *file,
+		    int line, const char *fmt, va_list ap)
 {
-	const char *dir = include_dir(p, file);
 	const char *sep = *dir ? "/" : "";
 	char *msg;
 
@@ -152,6 +153,17 @@ static void vreport(struct parser *p, const char *file, int line,
 	free(msg);
 }
 
+static void RLB_PRINTF(5, 6)
+	report_in(struct parser *p, const char *dir, const char *file, int line,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(p, dir, file, line, fmt, ap);
+	va_end(ap);
+}
+
 /* One error at file:line; line <= 0 leaves the line out. */
 static void RLB_PRINTF(4, 5) report_at(struct parser *p, const char *file,
 				       int line, const char *fmt, ...)
@@ -159,7 +171,7 @@ static void RLB_PRINTF(4, 5) report_at(struct parser *p, const char *file,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(p, file, line, fmt, ap);
+	vreport(p, "", file, line, fmt, ap);
 	va_end(ap);
 }
 
@@ -170,6 +182,12 @@ static const char *setting_file(const struct parser *p,
 
 	/* Only @include'd files carry a name; the rest is p->file. */
 	return f ? f : p->file;
+}
+
+static const char *setting_dir(const struct parser *p,
+			       const config_setting_t *s)
+{
+	return include_dir(p, config_setting_source_file(s));
 }
 
 /*
@@ -222,7 +240,8 @@ static void RLB_PRINTF(3, 4) report(struct parser *p, const config_setting_t *s,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(p, setting_file(p, s), setting_line(p, s), fmt, ap);
+	vreport(p, setting_dir(p, s), setting_file(p, s), setting_line(p, s),
+		fmt, ap);
 	va_end(ap);
 }
 
@@ -294,38 +313,37 @@ static void unknown_key(struct parser *p, const config_setting_t *s,
 		report(p, s, "unknown %s \"%s\"", what, name);
 }
 
-static void bad_policy(struct parser *p, const char *file, int line,
-		       const char *value)
+#define LOG_LEVELS "none, error, warning, info, debug"
+
+/*
+ * Report value as an unknown policy, at setting s or else in environment
+ * variable var, with the closest name or else the list of valid ones.
+ */
+static void bad_policy(struct parser *p, const config_setting_t *s,
+		       const char *var, const char *value)
 {
-	const char *hint = rlb_policy_suggest(value);
-	char all[256];
-	size_t off = 0;
+	const char *close = rlb_policy_suggest(value);
+	char hint[320];
+	size_t off;
 
-	if (hint) {
-		report_at(p, file, line,
-			  "unknown load_balancing \"%s\"; did you mean \"%s\"?",
-			  value, hint);
-		return;
+	if (close) {
+		snprintf(hint, sizeof(hint), "did you mean \"%s\"?", close);
+	} else {
+		off = (size_t)snprintf(hint, sizeof(hint), "valid:");
+		for (int i = 0; i < RLB_POLICY_COUNT && off < sizeof(hint);
+		     i++) {
+			int n = snprintf(hint + off, sizeof(hint) - off,
+					 "%s %s", i ? "," : "",
+					 rlb_policy_name((enum rlb_policy)i));
+
+			off += n > 0 ? (size_t)n : 0;
+		}
 	}
-	all[0] = '\0';
-	for (int i = 0; i < RLB_POLICY_COUNT && off < sizeof(all); i++) {
-		int n = snprintf(all + off, sizeof(all) - off, "%s%s",
-				 i ? ", " : "",
-				 rlb_policy_name((enum rlb_policy)i));
-
-		off += n > 0 ? (size_t)n : 0;
-	}
-	report_at(p, file, line, "unknown load_balancing \"%s\"; valid: %s",
-		  value, all);
-}
-
-static void bad_log_level(struct parser *p, const char *file, int line,
-			  const char *value)
-{
-	report_at(p, file, line,
-		  "unknown log_level \"%s\"; valid: none, error, warning, "
-		  "info, debug",
-		  value);
+	if (s)
+		report(p, s, "unknown load_balancing \"%s\"; %s", value, hint);
+	else
+		report_at(p, var, 0, "unknown load_balancing \"%s\"; %s", value,
+			  hint);
 }
 
 static const char *get_string(struct parser *p, const config_setting_t *s)
@@ -422,8 +440,7 @@ static bool parse_common(struct parser *p, const config_setting_t *s,
 		if (rlb_policy_parse(v, &g->s.load_balancing) == 0)
 			g->set |= SET_POLICY;
 		else
-			bad_policy(p, setting_file(p, s),
-				   (int)config_setting_source_line(s), v);
+			bad_policy(p, s, NULL, v);
 		return true;
 	}
 	if (strcmp(name, "local_hostname") == 0) {
@@ -730,11 +747,9 @@ static void parse_cluster(struct parser *p, const config_setting_t *g,
 			  struct pcluster *pc)
 {
 	const config_setting_t *name = NULL, *replicas = NULL;
+	const char *dir = setting_dir(p, g), *file = setting_file(p, g);
 	struct rlb_cluster *c = &pc->c;
 	int n = config_setting_length(g);
-
-	const char *file = setting_file(p, g);
-	const char *dir = include_dir(p, file);
 
 	c->line = (int)config_setting_source_line(g);
 	if (asprintf(&c->file, "%s%s%s", dir, *dir ? "/" : "", file) < 0) {
@@ -858,9 +873,10 @@ static void parse_top(struct parser *p, const config_setting_t *root,
 			if (v && rlb_log_level_parse(v, &l->log_level) == 0)
 				l->has_log_level = true;
 			else if (v)
-				bad_log_level(
-					p, setting_file(p, s),
-					(int)config_setting_source_line(s), v);
+				report(p, s,
+				       "unknown log_level \"%s\"; "
+				       "valid: " LOG_LEVELS,
+				       v);
 		} else if (strcmp(key, "log_target") == 0) {
 			v = get_string(p, s);
 			if (!v)
@@ -925,8 +941,9 @@ static void parse_read(struct parser *p, config_t *lc, bool ok, struct layer *l)
 		if (config_error_type(lc) == CONFIG_ERR_FILE_IO && !f)
 			report_at(p, p->file, 0, "cannot read");
 		else
-			report_at(p, f ? f : p->file, config_error_line(lc),
-				  "%s", config_error_text(lc));
+			report_in(p, include_dir(p, f), f ? f : p->file,
+				  config_error_line(lc), "%s",
+				  config_error_text(lc));
 		return;
 	}
 	parse_top(p, config_root_setting(lc), l);
@@ -1120,10 +1137,13 @@ static void check_env(struct parser *p, const struct rlb_config_source *src,
 		      enum rlb_policy *policy, enum rlb_log_level *level)
 {
 	if (src->env_policy && rlb_policy_parse(src->env_policy, policy) < 0)
-		bad_policy(p, "REPLICALB_LOAD_BALANCING", 0, src->env_policy);
+		bad_policy(p, NULL, "REPLICALB_LOAD_BALANCING",
+			   src->env_policy);
 	if (src->env_log_level &&
 	    rlb_log_level_parse(src->env_log_level, level) < 0)
-		bad_log_level(p, "REPLICALB_LOG_LEVEL", 0, src->env_log_level);
+		report_at(p, "REPLICALB_LOG_LEVEL", 0,
+			  "unknown log_level \"%s\"; valid: " LOG_LEVELS,
+			  src->env_log_level);
 }
 
 static void apply_env(struct parser *p, const struct rlb_config_source *src,

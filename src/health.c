@@ -175,6 +175,15 @@ static long table_claim(struct health_slot *slots, uint64_t id, bool locked)
 	return -1;
 }
 
+/* Under the file lock: empty every slot. */
+static void table_clear(struct health_slot *slots)
+{
+	for (size_t i = 0; i < HEALTH_NSLOTS; i++) {
+		atomic_store(&slots[i].key, HEALTH_KEY_EMPTY);
+		atomic_store(&slots[i].errors, 0);
+	}
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -243,10 +252,7 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 		live[n].errors = atomic_load(&slots[i].errors);
 		n++;
 	}
-	for (size_t i = 0; i < HEALTH_NSLOTS; i++) {
-		atomic_store(&slots[i].key, HEALTH_KEY_EMPTY);
-		atomic_store(&slots[i].errors, 0);
-	}
+	table_clear(slots);
 	for (size_t j = 0; j < n; j++) {
 		long idx = table_claim(slots, live[j].key, true);
 
@@ -596,8 +602,10 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 				goto out_close;
 			}
 			valid = header_validate(map, why, sizeof(why));
-			if (valid == 1)
+			if (valid == 1) {
+				table_clear(map->slots);
 				header_init(map);
+			}
 		}
 		if (valid >= 0)
 			break;

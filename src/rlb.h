@@ -209,7 +209,10 @@ struct rlb_config_source {
 
 /* Fill src from the environment (rlb_env) with lookup of SPEC 2. */
 void rlb_config_source_from_env(struct rlb_config_source *src);
-/* $REPLICALB_CONFIG, else SYSCONFDIR/replicalb/replicalb.conf. */
+/*
+ * $REPLICALB_CONFIG, else SYSCONFDIR/replicalb/replicalb.conf: the first
+ * that exists (SPEC 2), else $REPLICALB_CONFIG if set.
+ */
 const char *rlb_config_path(void);
 /* $REPLICALB_APP, else program_invocation_short_name. */
 const char *rlb_config_app_name(void);
@@ -217,9 +220,10 @@ const char *rlb_config_app_name(void);
 /*
  * Load the main file, then apps.d/APP.conf beside it, then apply the
  * environment overrides. Returns 0 and *out (refs = 1), -ENOENT when the
- * main file does not exist (nothing in diag), or -EINVAL with every error
- * in diag as "file:line: message". Does not resolve names, touch the
- * network or attach health state.
+ * main file does not exist (nothing in diag), -EINVAL with every error
+ * in diag as "file:line: message", or -ENOMEM. *out is set only on
+ * success; diag may be NULL. Keeps errno. Does not resolve names, touch
+ * the network or attach health state.
  */
 int rlb_config_load(const struct rlb_config_source *src,
 		    struct rlb_config **out, struct rlb_diag *diag);

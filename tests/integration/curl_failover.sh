@@ -114,7 +114,10 @@ check_eq "curl: round_robin rotates across invocations" \
 	"$seq"
 
 # ---------------------------------------------------------------------
-# Raw TCP: socat and nc (netcat-openbsd walks ai_next too).
+# Raw TCP: socat and nc (netcat-openbsd walks ai_next too). socat 1.7
+# resolves with a NULL service and sets the port itself, so it is given
+# the replicas' real port; nc gets a wrong one that the cluster's
+# port overrides.
 
 tcp_socat()
 {
@@ -128,7 +131,7 @@ tcp_nc()
 }
 
 check_eq "socat: in_order reaches replica 1" "replica=t1" \
-	"$(tcp_socat "tcp.cluster:9")"
+	"$(tcp_socat "tcp.cluster:$TPORT")"
 check_empty "socat: silent" "$T/socat.err"
 check_eq "nc: in_order reaches replica 1" "replica=t1" \
 	"$(tcp_nc tcp.cluster 9)"
@@ -140,7 +143,7 @@ check_eq "nc: replica 1 stopped, answer from replica 2" "replica=t2" \
 check_eq "nc: refused connect counted against replica 1" "1" \
 	"$(replica_errors tcp.cluster 127.0.0.2)"
 check_eq "socat: next connection goes to replica 2 first" "replica=t2" \
-	"$(tcp_socat "tcp.cluster:9")"
+	"$(tcp_socat "tcp.cluster:$TPORT")"
 check_eq "socat: replica 1 not tried again" "1" \
 	"$(replica_errors tcp.cluster 127.0.0.2)"
 check_empty "socat: silent after failover" "$T/socat.err"

@@ -165,6 +165,10 @@ check "LD_PRELOAD: another copy of the library dropped" \
 out=$("$RLB" "$RLB" sh -c "$show")
 check "nested wrapper keeps one copy" "$LIB" "$out"
 
+ln -s "$RLB" "$tmp/replicalb-link"
+out=$("$tmp/replicalb-link" sh -c "$show")
+check "through a symlink: the build tree's library" "$LIB" "$out"
+
 cp "$RLB_LIB" "$tmp/libcopy.so"
 out=$(REPLICALB_LIBRARY=$tmp/libcopy.so "$RLB" sh -c "$show")
 check "REPLICALB_LIBRARY chooses the library" \

@@ -902,6 +902,15 @@ static void test_config_include(void **state)
 	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_ROUND_ROBIN);
 	assert_non_null(rlb_config_find(cfg, "inc.cluster"));
 	rlb_config_free(cfg);
+
+	/* Errors name the included file by its path. */
+	src.path = TEST_DATA_DIR "/cfg_include_bad.conf";
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	expect_diag(&d,
+		    TEST_DATA_DIR "/cfg_include_bad_part.conf:3: dns_cache_ttl "
+				  "must not be negative (-1)",
+		    NULL);
+	rlb_diag_free(&d);
 }
 
 static void test_config_missing_file(void **state)

@@ -7,8 +7,10 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +30,8 @@
 #define OFF_VERSION 8
 #define OFF_CHECK 32
 #define NCHILDREN 8
+/* Enough to overlap on two CPUs: 500 each rarely catches a lost update. */
+#define ADDS_PER_CHILD 50000
 
 /* Per-test scratch directory; the state dir inside it does not exist yet. */
 struct fixture {
@@ -468,8 +472,37 @@ static void test_health_shared_between_attaches(void **state)
 	cfg_free(c1);
 }
 
-/* Child body: 500 increments of replica 0; own attach or inherited. */
-static int child_add(const char *dir, struct rlb_config *inherited)
+/*
+ * Start line in shared memory: [0] opens it, [1] counts children ready,
+ * so that they all hammer the counters at once.
+ */
+static atomic_int *gate_new(void)
+{
+	atomic_int *g = mmap(NULL, 2 * sizeof(*g), PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(g != MAP_FAILED);
+	return g;
+}
+
+static void gate_wait(atomic_int *g)
+{
+	atomic_fetch_add(&g[1], 1);
+	while (!atomic_load(&g[0]))
+		sched_yield();
+}
+
+static void gate_open(atomic_int *g, int n)
+{
+	while (atomic_load(&g[1]) < n)
+		sched_yield();
+	atomic_store(&g[0], 1);
+}
+
+/* Child body: ADDS_PER_CHILD increments of replica 0; own attach or
+ * inherited mapping. */
+static int child_add(const char *dir, struct rlb_config *inherited,
+		     atomic_int *gate)
 {
 	struct rlb_config *cfg = inherited;
 	int rc = 0;
@@ -482,7 +515,8 @@ static int child_add(const char *dir, struct rlb_config *inherited)
 			   "(private)") == 0)
 			rc = 2;
 	}
-	for (int i = 0; i < 500; i++)
+	gate_wait(gate);
+	for (int i = 0; i < ADDS_PER_CHILD; i++)
 		rlb_health_add_errors(&cfg->clusters[0], 0, 1);
 	if (!inherited)
 		cfg_free(cfg);
@@ -505,6 +539,7 @@ static void test_health_fork_adds_exactly(void **state)
 	struct fixture *f = *state;
 	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_cluster *c = &cfg->clusters[0];
+	atomic_int *gate = gate_new();
 	pid_t pids[NCHILDREN];
 
 	assert_false(is_private(cfg));
@@ -514,11 +549,14 @@ static void test_health_fork_adds_exactly(void **state)
 		assert_true(pids[i] >= 0);
 		if (pids[i] == 0) {
 			/* Half share our mapping, half map the file. */
-			_exit(child_add(f->state, i % 2 ? cfg : NULL));
+			_exit(child_add(f->state, i % 2 ? cfg : NULL, gate));
 		}
 	}
+	gate_open(gate, NCHILDREN);
 	wait_children(pids, NCHILDREN);
-	assert_int_equal(rlb_health_errors(c, 0, 0, false), NCHILDREN * 500);
+	munmap(gate, 2 * sizeof(*gate));
+	assert_int_equal(rlb_health_errors(c, 0, 0, false),
+			 NCHILDREN * ADDS_PER_CHILD);
 	assert_int_equal(rlb_health_errors(c, 1, 0, false), 0);
 	cfg_free(cfg);
 }
@@ -528,7 +566,8 @@ static void test_health_fork_rr_distinct(void **state)
 	struct fixture *f = *state;
 	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_cluster *c = &cfg->clusters[0];
-	const size_t per = 200, n = NCHILDREN * per;
+	const size_t per = 20000, n = NCHILDREN * per;
+	atomic_int *gate = gate_new();
 	pid_t pids[NCHILDREN];
 	uint64_t *vals;
 	uint64_t base;
@@ -548,6 +587,7 @@ static void test_health_fork_rr_distinct(void **state)
 				own = cfg_new(f->state, "db", hosts_ab, 2);
 				rlb_health_attach_all(own, false);
 			}
+			gate_wait(gate);
 			for (size_t j = 0; j < per; j++)
 				vals[i * per + j] =
 					rlb_health_rr_next(&own->clusters[0]);
@@ -556,7 +596,9 @@ static void test_health_fork_rr_distinct(void **state)
 			_exit(0);
 		}
 	}
+	gate_open(gate, NCHILDREN);
 	wait_children(pids, NCHILDREN);
+	munmap(gate, 2 * sizeof(*gate));
 	assert_int_equal(rlb_health_rr_peek(c), base + n);
 	/* Counting sort: every value in [base, base + n) exactly once. */
 	{
@@ -718,8 +760,11 @@ static void test_health_full_table_drops_foreign_entries(void **state)
 /* ------------------------------------------------------------------ */
 /* Damaged and unsafe files */
 
-/* Attach over a damaged db.state: set aside, recreated, counts at 0. */
-static void check_set_aside(struct fixture *f)
+/*
+ * Attach over a damaged db.state: set aside, recreated, counts at 0, and a
+ * warning naming the file and the reason.
+ */
+static void check_set_aside(struct fixture *f, const char *reason)
 {
 	struct rlb_config *cfg;
 	struct capture cap;
@@ -734,6 +779,7 @@ static void check_set_aside(struct fixture *f)
 	assert_false(is_private(cfg));
 	assert_non_null(strstr(log, "corrupt"));
 	assert_non_null(strstr(log, path));
+	assert_non_null(strstr(log, reason));
 	free(log);
 	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 1);
 	assert_int_equal(stat(path, &st), 0);
@@ -771,7 +817,7 @@ static void test_health_garbage_file_set_aside(void **state)
 		junk[i] = (char)(i * 131 + 7);
 	snprintf(path, sizeof(path), "%s/db.state", f->state);
 	write_file(path, junk, sizeof(junk), 0600);
-	check_set_aside(f);
+	check_set_aside(f, "size 4000");
 }
 
 static void test_health_garbage_of_right_size_set_aside(void **state)
@@ -786,7 +832,7 @@ static void test_health_garbage_of_right_size_set_aside(void **state)
 	snprintf(path, sizeof(path), "%s/db.state", f->state);
 	write_file(path, junk, FILE_SIZE, 0600);
 	free(junk);
-	check_set_aside(f);
+	check_set_aside(f, "bad magic");
 }
 
 static void test_health_truncated_file_set_aside(void **state)
@@ -796,7 +842,7 @@ static void test_health_truncated_file_set_aside(void **state)
 
 	make_valid_file(f, path, sizeof(path));
 	assert_int_equal(truncate(path, 100), 0);
-	check_set_aside(f);
+	check_set_aside(f, "size 100");
 }
 
 static void test_health_foreign_version_set_aside(void **state)
@@ -811,7 +857,7 @@ static void test_health_foreign_version_set_aside(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, &version, 4, OFF_VERSION), 4);
 	close(fd);
-	check_set_aside(f);
+	check_set_aside(f, "version 2");
 }
 
 static void test_health_bad_checksum_set_aside(void **state)
@@ -825,7 +871,7 @@ static void test_health_bad_checksum_set_aside(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, &byte, 1, OFF_CHECK), 1);
 	close(fd);
-	check_set_aside(f);
+	check_set_aside(f, "checksum");
 }
 
 static void test_health_empty_or_blank_file_initialised(void **state)

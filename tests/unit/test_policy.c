@@ -1,5 +1,4 @@
-/* test_policy.c - unit tests of policy.c: names, hostname distances,
- * precomputed and per-selection policy priorities. */
+/* test_policy.c - unit tests of policy.c: names, distances, priorities. */
 #include "config.h"
 
 #include <setjmp.h>

@@ -1,5 +1,4 @@
-/* test_select.c - unit tests of select.c: the key sort, and whole
- * selections over real shared health state (vectors TV12-TV24). */
+/* test_select.c - unit tests of select.c: key sort and whole selections. */
 #include "config.h"
 
 #include <ftw.h>
@@ -291,7 +290,8 @@ static uint32_t next_rand(void)
 }
 
 enum shape { SHAPE_RANDOM, SHAPE_FEW, SHAPE_SORTED, SHAPE_REVERSED,
-	     SHAPE_PIPE, SHAPE_SAWTOOTH, SHAPE_EQUAL, SHAPE_COUNT };
+	     SHAPE_PIPE, SHAPE_SAWTOOTH, SHAPE_EQUAL, SHAPE_WIDE,
+	     SHAPE_COUNT };
 
 static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 {
@@ -321,6 +321,11 @@ static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 		case SHAPE_SAWTOOTH:
 			k[i] = key(i % 7, 1, 0, (uint32_t)(i % 13),
 				   (uint32_t)i);
+			break;
+		case SHAPE_WIDE:	/* too wide to pack into 64 bits */
+			k[i] = key(r % 2, (int64_t)((uint64_t)next_rand() << 32 |
+						    r),
+				   -(int64_t)(r % 5), next_rand(), (uint32_t)i);
 			break;
 		default:	/* identical keys, index included */
 			k[i] = key(3, 1, 2, 1, 7);
@@ -460,6 +465,11 @@ static size_t adversary_input(int64_t *val, size_t n)
 	return parts;
 }
 
+/*
+ * Large key sets go to the radix sort unless their fields span more than
+ * 64 bits: spread the adversarial values over the whole int64 range so
+ * that every size reaches the comparison sort.
+ */
 static void test_select_sort_adversarial(void **state)
 {
 	for (size_t n = 64; n <= RLB_MAX_REPLICAS; n *= 4) {
@@ -470,11 +480,17 @@ static void test_select_sort_adversarial(void **state)
 		assert_non_null(v);
 		/* The attack works on the model: far deeper than 2 log2 n. */
 		assert_true(adversary_input(v, n) > n / 4);
-		for (size_t i = 0; i < n; i++)
-			k[i] = key(0, 1, v[i], 0, (uint32_t)i);
-		rlb_select_sort(k, n);
-		for (size_t i = 0; i < n; i++)
-			assert_int_equal(k[i].policy_prio, i);
+		for (int wide = 0; wide < 2; wide++) {
+			int64_t scale = wide ? INT64_MAX / (int64_t)n : 1;
+
+			for (size_t i = 0; i < n; i++)
+				k[i] = key(0, 1, v[i] * scale, 0,
+					   (uint32_t)i);
+			rlb_select_sort(k, n);
+			for (size_t i = 0; i < n; i++)
+				assert_true(k[i].policy_prio ==
+					    (int64_t)i * scale);
+		}
 		free(k);
 		free(v);
 	}
@@ -982,6 +998,109 @@ static void test_select_many_replicas(void **state)
 	env_free(e);
 }
 
+/*
+ * Whatever the sort path (packed radix, or the comparison sort when the
+ * fields span more than 64 bits), a selection over many replicas is a
+ * permutation ordered by (effective errors, priority, policy priority).
+ */
+static void check_selection_sorted(const struct env *e, int64_t ignored)
+{
+	const struct rlb_selection *sel = e->sel;
+	size_t n = sel->n;
+	bool *seen = calloc(n, sizeof(*seen));
+
+	assert_non_null(seen);
+	for (size_t k = 0; k < n; k++) {
+		uint32_t i = sel->order[k];
+
+		assert_in_range(i, 0, n - 1);
+		assert_false(seen[i]);
+		seen[i] = true;
+		if (k > 0) {
+			uint32_t h = sel->order[k - 1];
+			uint64_t eh = sel->errors[h] > (uint64_t)ignored ?
+					      sel->errors[h] - ignored : 0;
+			uint64_t ei = sel->errors[i] > (uint64_t)ignored ?
+					      sel->errors[i] - ignored : 0;
+			int64_t ph = e->c->replicas[h].priority;
+			int64_t pi = e->c->replicas[i].priority;
+
+			if (eh != ei) {
+				assert_true(eh < ei);
+			} else if (ph != pi) {
+				assert_true(ph < pi);
+			} else {
+				assert_true(sel->policy_prio[h] <=
+					    sel->policy_prio[i]);
+			}
+		}
+	}
+	free(seen);
+}
+
+static void test_select_many_replicas_mixed_keys(void **state)
+{
+	size_t n = 300;
+
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		for (int wide = 0; wide < 2; wide++) {
+			struct env *e = env_new((enum rlb_policy)p, n, NULL);
+
+			e->c->s.max_ignored_errors = 2;
+			for (size_t i = 0; i < n; i++) {
+				rlb_health_add_errors(e->c, i, i * 7 % 11);
+				e->c->replicas[i].priority =
+					(int64_t)(i * 13 % 5) - 2;
+			}
+			/* Priorities far apart defeat the packed key. */
+			if (wide) {
+				e->c->replicas[0].priority = INT64_MIN;
+				e->c->replicas[1].priority = INT64_MAX;
+			}
+			assert_int_equal(rlb_policy_precompute(e->c,
+							       "r17.example"),
+					 0);
+			for (int rep = 0; rep < 5; rep++) {
+				select_now(e);
+				check_selection_sorted(e, 2);
+			}
+			if (wide) {
+				assert_int_equal(e->sel->order[0], 0);
+				assert_int_equal(e->sel->order[n - 1], 1);
+			}
+			env_free(e);
+		}
+	}
+}
+
+/* 100 tied replicas: each comes first (and last) about 1/100 of the time. */
+static void test_select_many_ties_uniform(void **state)
+{
+	size_t n = 100;
+	int runs = 10000;
+	struct env *e = env_new(RLB_POLICY_RANDOM, n, NULL);
+	int *first = calloc(n, sizeof(*first));
+	int *last = calloc(n, sizeof(*last));
+
+	assert_non_null(first);
+	assert_non_null(last);
+	for (int r = 0; r < runs; r++) {
+		select_now(e);
+		first[e->sel->order[0]]++;
+		last[e->sel->order[n - 1]]++;
+	}
+	/* Expect 100 each, sigma 9.95: 40..160 is 6 sigma. */
+	for (size_t i = 0; i < n; i++) {
+		if (first[i] < 40 || first[i] > 160 || last[i] < 40 ||
+		    last[i] > 160)
+			fail_msg("replica %zu: first %d, last %d times of %d",
+				 i, first[i], last[i], runs);
+	}
+	free(first);
+	free(last);
+	env_free(e);
+}
+
 /* Exactly at and just past the stack limit, round_robin rotates. */
 static void test_select_round_robin_stack_boundary(void **state)
 {
@@ -1028,6 +1147,8 @@ int main(void)
 		cmocka_unit_test(test_select_hostname_vectors),
 		cmocka_unit_test(test_select_hostname_ties),
 		cmocka_unit_test(test_select_many_replicas),
+		cmocka_unit_test(test_select_many_replicas_mixed_keys),
+		cmocka_unit_test(test_select_many_ties_uniform),
 		cmocka_unit_test(test_select_round_robin_stack_boundary),
 	};
 

@@ -1,0 +1,184 @@
+#!/bin/bash
+# nonblocking.sh - errors of non-blocking connects (SPEC 5): a refusal read
+# through getsockopt(SO_ERROR) or a repeated connect() counts once; a
+# pending connect closed before connect_timeout_ms (a happy-eyeballs loser)
+# does not count; one closed after it counts as a timeout; a blocking
+# connect cut short by SO_SNDTIMEO counts as a timeout; the library never
+# blocks a non-blocking connect.
+#
+# A connect that stays pending on loopback: a listener whose accept queue
+# is full (listen(0), one connection queued and never accepted) drops
+# further SYNs (replica_server.py --mode blackhole).
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+rlb_setup
+
+PORT=$(free_port)
+BPORT=$(free_port)
+
+write_config <<EOF
+load_balancing = "in_order";
+distributed_replica_error_half_life = 3600;
+connect_timeout_ms = 200;
+clusters = (
+  { name = "nb.cluster";
+    port = $PORT;
+    replicas = ( "127.0.0.2", "127.0.0.3" ); },
+  { name = "hole.cluster";
+    replicas = ( "127.0.0.5:$BPORT", "127.0.0.3:$PORT" ); }
+);
+EOF
+
+start_replica up 127.0.0.3 "$PORT" http || fail "start replica 127.0.0.3"
+start_replica hole 127.0.0.5 "$BPORT" blackhole || fail "start blackhole"
+# 127.0.0.2:$PORT has no listener: connects to it are refused.
+
+errs()
+{
+	replica_errors "$1" "$2"
+}
+
+reset()
+{
+	rlbctl reset >/dev/null 2>&1
+	check_eq "reset ($1)" "0 0 0" \
+		"$(errs nb.cluster 127.0.0.2) $(errs hole.cluster 127.0.0.5) $(errs hole.cluster 127.0.0.3)"
+}
+
+# ---------------------------------------------------------------------
+# asyncio: non-blocking connect, outcome read by getsockopt(SO_ERROR).
+
+cat >"$T/asyncio_get.py" <<'EOF'
+import asyncio, sys
+
+async def main(host, port):
+    r, w = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
+    w.write(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = await asyncio.wait_for(r.read(), 10)
+    w.close()
+    print(data.decode().rsplit("\r\n\r\n", 1)[-1].strip())
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+EOF
+reset "asyncio"
+out=$(preload $PY "$T/asyncio_get.py" nb.cluster 1 2>"$T/asyncio.err")
+check_eq "asyncio: first replica refused, answer from the second" \
+	"replica=up" "$out"
+check_empty "asyncio: silent" "$T/asyncio.err"
+check_eq "asyncio: refusal counted once" "1" "$(errs nb.cluster 127.0.0.2)"
+check_eq "asyncio: the replica that answered is not counted" "0" \
+	"$(errs nb.cluster 127.0.0.3)"
+
+# ---------------------------------------------------------------------
+# curl: non-blocking connects, poll, SO_ERROR.
+
+reset "curl"
+out=$(preload curl -sS --max-time 10 "http://nb.cluster:1/" 2>"$T/curl.err")
+check_eq "curl: answer from the second replica" "replica=up" "$out"
+check_empty "curl: silent" "$T/curl.err"
+check_eq "curl: refusal counted once" "1" "$(errs nb.cluster 127.0.0.2)"
+
+# ---------------------------------------------------------------------
+# Hand-written non-blocking connects, one step at a time. The script
+# prints what libc told it, so that a failure shows which step differs.
+
+cat >"$T/nb.py" <<'EOF'
+import errno, select, socket, sys, time
+
+def first_addr(name):
+    return socket.getaddrinfo(name, 1, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+
+def nb_connect(addr):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setblocking(False)
+    t = time.monotonic()
+    rc = s.connect_ex(addr)
+    took = time.monotonic() - t
+    return s, errno.errorcode.get(rc, str(rc)), took
+
+def soerr(s):
+    e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return errno.errorcode.get(e, str(e))
+
+mode, name = sys.argv[1], sys.argv[2]
+addr = first_addr(name)
+print("addr", addr[0])
+if mode == "soerror":
+    # refusal read with getsockopt(SO_ERROR), twice (second read is 0)
+    s, rc, took = nb_connect(addr)
+    print("connect", rc)
+    select.select([], [s], [], 5)
+    print("so_error", soerr(s), soerr(s))
+    s.close()
+elif mode == "reconnect":
+    # refusal read with a second connect()
+    s, rc, took = nb_connect(addr)
+    print("connect", rc)
+    select.select([], [s], [], 5)
+    rc2 = s.connect_ex(addr)
+    print("reconnect", errno.errorcode.get(rc2, str(rc2)))
+    s.close()
+elif mode in ("quick", "slow"):
+    # pending connect to the blackhole, closed before / after the timeout
+    s, rc, took = nb_connect(addr)
+    print("connect", rc, "fast" if took < 0.1 else "blocked %.3f" % took)
+    time.sleep(0.05 if mode == "quick" else 0.6)
+    _, w, _ = select.select([], [s], [], 0)
+    print("pending", "no" if w else "yes", soerr(s))
+    s.close()
+elif mode == "sndtimeo":
+    # blocking connect cut short by SO_SNDTIMEO: EINPROGRESS
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                 (0).to_bytes(8, "little") + (300000).to_bytes(8, "little"))
+    rc = s.connect_ex(addr)
+    print("connect", errno.errorcode.get(rc, str(rc)))
+    s.close()
+EOF
+
+nbpy()
+{
+	timeout 20 env LD_PRELOAD="$RLB_LIB" $PY "$T/nb.py" "$@" \
+		2>>"$T/nb.err"
+}
+: >"$T/nb.err"
+
+reset "SO_ERROR"
+check_eq "SO_ERROR: refusal reported by getsockopt" \
+	"$(printf 'addr 127.0.0.2\nconnect EINPROGRESS\nso_error ECONNREFUSED 0')" \
+	"$(nbpy soerror nb.cluster)"
+check_eq "SO_ERROR: counted exactly once" "1" "$(errs nb.cluster 127.0.0.2)"
+
+reset "repeated connect"
+out=$(nbpy reconnect nb.cluster)
+check_match "repeated connect: refusal reported by connect()" \
+	'^reconnect ECONNREFUSED$' "$out"
+check_eq "repeated connect: counted exactly once" "1" \
+	"$(errs nb.cluster 127.0.0.2)"
+
+reset "happy eyeballs"
+out=$(nbpy quick hole.cluster)
+check_eq "quick close: connect to the blackhole pends, library does not block" \
+	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS fast\npending yes 0')" "$out"
+check_eq "quick close (50 ms < connect_timeout_ms 200): not counted" "0" \
+	"$(errs hole.cluster 127.0.0.5)"
+
+out=$(nbpy slow hole.cluster)
+check_eq "slow close: still pending after 600 ms" \
+	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS fast\npending yes 0')" "$out"
+check_eq "slow close (600 ms > connect_timeout_ms 200): counted as timeout" \
+	"1" "$(errs hole.cluster 127.0.0.5)"
+check_eq "slow close: the other replica untouched" "0" \
+	"$(errs hole.cluster 127.0.0.3)"
+check_eq "after the timeout, the blackholed replica goes last" \
+	"127.0.0.3 127.0.0.5" "$(peek hole.cluster)"
+
+reset "SO_SNDTIMEO"
+check_eq "blocking connect with SO_SNDTIMEO 300 ms: EINPROGRESS" \
+	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS')" \
+	"$(nbpy sndtimeo hole.cluster)"
+check_eq "SO_SNDTIMEO cut-short connect counted as timeout" "1" \
+	"$(errs hole.cluster 127.0.0.5)"
+
+check_empty "all of the above: silent" "$T/nb.err"
+
+finish

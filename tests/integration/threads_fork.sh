@@ -1,0 +1,68 @@
+#!/bin/bash
+# threads_fork.sh - 16 threads resolving and connecting at once, with fork
+# children that resolve and exec children (the hammer itself, /bin/true,
+# python3) under the preload (SPEC 5, STYLE habit 9): no crash, no
+# deadlock, and the shared error count of the refusing replica equals the
+# number of refused connects that all processes saw.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+rlb_setup
+
+HAMMER=$top_builddir/tests/helpers/hammer
+PORT=$(free_port)
+
+write_config <<EOF
+load_balancing = "in_order";
+distributed_replica_error_half_life = 1000000;
+distributed_replica_error_cap = 1000000;
+connect_timeout_ms = 60000;
+clusters = (
+  { name = "hammer.cluster";
+    port = $PORT;
+    replicas = ( "127.0.0.2", "127.0.0.3" ); }
+);
+EOF
+
+check "hammer is built" test -x "$HAMMER"
+start_replica up 127.0.0.3 "$PORT" tcp || fail "start replica 127.0.0.3"
+# 127.0.0.2:$PORT has no listener: every connect to it is refused.
+
+field()	# NAME LINE
+{
+	printf '%s\n' "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+hammer_run()	# LABEL [env assignments...]
+{
+	local label=$1 out rc refused
+	shift
+	out=$(timeout 60 env "$@" LD_PRELOAD="$RLB_LIB" "$HAMMER" -t 16 \
+		-i 1000 -f 100 -x 250 -p "$PY" hammer.cluster 1 \
+		</dev/null 2>"$T/hammer.err")
+	rc=$?
+	echo "    $label: $out"
+	check_eq "$label: exits 0 (124 = deadlock/timeout)" "0" "$rc"
+	check_empty "$label: silent" "$T/hammer.err"
+	check_eq "$label: every round resolved and reached both replicas" \
+		"16144 16144 16144" \
+		"$(field rounds "$out") $(field ok "$out") $(field refused "$out")"
+	check_eq "$label: fork and exec children all reaped" "40 24 0" \
+		"$(field forks "$out") $(field execs "$out") $(field failures "$out")"
+	REFUSED=$(field refused "$out")
+}
+
+hammer_run "in_order"
+check_eq "in_order: refusing replica's count = refused connects" \
+	"$REFUSED" "$(replica_errors hammer.cluster 127.0.0.2)"
+check_eq "in_order: the healthy replica has no errors" "0" \
+	"$(replica_errors hammer.cluster 127.0.0.3)"
+first=$REFUSED
+
+hammer_run "round_robin" REPLICALB_LOAD_BALANCING=round_robin
+check_eq "round_robin: count grows by exactly the refused connects" \
+	"$((first + ${REFUSED:-0}))" "$(replica_errors hammer.cluster 127.0.0.2)"
+check_eq "round_robin: the healthy replica has no errors" "0" \
+	"$(replica_errors hammer.cluster 127.0.0.3)"
+check_eq "the refusing replica is last" "127.0.0.3 127.0.0.2" \
+	"$(peek hammer.cluster)"
+
+finish
