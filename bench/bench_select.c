@@ -11,40 +11,38 @@
 
 #include "rlb.h"
 
-#define RUNS 9		/* median of this many timed runs */
-#define TARGET_3_NS 1000.0	/* one selection over 3 replicas < 1 us */
-#define TARGET_1000_NS 50000.0	/* over 1,000 replicas < 50 us */
+#define RUNS	       9       /* median of this many timed runs */
+#define TARGET_3_NS    1000.0  /* one selection over 3 replicas < 1 us */
+#define TARGET_1000_NS 50000.0 /* over 1,000 replicas < 50 us */
 
 struct bench_case {
 	const char *label;
 	enum rlb_policy policy;
 	size_t n;
-	long iterations;	/* selections per timed run */
+	long iterations; /* selections per timed run */
 	double target_ns;
 	bool peek;
 };
 
 static const struct bench_case cases[] = {
-	{ "nearest_hostname", RLB_POLICY_NEAREST_HOSTNAME, 3, 200000,
-	  TARGET_3_NS, false },
-	{ "random", RLB_POLICY_RANDOM, 3, 200000, TARGET_3_NS, false },
-	{ "round_robin", RLB_POLICY_ROUND_ROBIN, 3, 200000, TARGET_3_NS,
-	  false },
-	{ "in_order (peek)", RLB_POLICY_IN_ORDER, 3, 200000, TARGET_3_NS,
-	  true },
-	{ "nearest_hostname", RLB_POLICY_NEAREST_HOSTNAME, 1000, 2000,
-	  TARGET_1000_NS, false },
-	{ "hostname_levenshtein_distance", RLB_POLICY_LEVENSHTEIN, 1000,
-	  2000, TARGET_1000_NS, false },
-	{ "random", RLB_POLICY_RANDOM, 1000, 2000, TARGET_1000_NS, false },
-	{ "round_robin", RLB_POLICY_ROUND_ROBIN, 1000, 2000, TARGET_1000_NS,
-	  false },
-	{ "in_order (peek)", RLB_POLICY_IN_ORDER, 1000, 2000, TARGET_1000_NS,
-	  true },
-	{ "random", RLB_POLICY_RANDOM, RLB_MAX_REPLICAS, 500, 0, false },
+	{"nearest_hostname", RLB_POLICY_NEAREST_HOSTNAME, 3, 200000,
+	 TARGET_3_NS, false},
+	{"random", RLB_POLICY_RANDOM, 3, 200000, TARGET_3_NS, false},
+	{"round_robin", RLB_POLICY_ROUND_ROBIN, 3, 200000, TARGET_3_NS, false},
+	{"in_order (peek)", RLB_POLICY_IN_ORDER, 3, 200000, TARGET_3_NS, true},
+	{"nearest_hostname", RLB_POLICY_NEAREST_HOSTNAME, 1000, 2000,
+	 TARGET_1000_NS, false},
+	{"hostname_levenshtein_distance", RLB_POLICY_LEVENSHTEIN, 1000, 2000,
+	 TARGET_1000_NS, false},
+	{"random", RLB_POLICY_RANDOM, 1000, 2000, TARGET_1000_NS, false},
+	{"round_robin", RLB_POLICY_ROUND_ROBIN, 1000, 2000, TARGET_1000_NS,
+	 false},
+	{"in_order (peek)", RLB_POLICY_IN_ORDER, 1000, 2000, TARGET_1000_NS,
+	 true},
+	{"random", RLB_POLICY_RANDOM, RLB_MAX_REPLICAS, 500, 0, false},
 };
 
-#define NCASES (sizeof(cases) / sizeof(cases[0]))
+#define NCASES	   (sizeof(cases) / sizeof(cases[0]))
 #define LOCAL_HOST "ch-017-2.dc2.example.net"
 
 static double clock_ns(clockid_t id)
@@ -191,7 +189,8 @@ int main(int argc, char **argv)
 	rlb_health_attach_all(cfg, false);
 
 	printf("bench_select: ns per rlb_select() incl. rlb_now(), median of "
-	       "%d runs\n", RUNS);
+	       "%d runs\n",
+	       RUNS);
 	printf("state file: %s\n", rlb_health_path(cfg->clusters[0].health));
 	printf("%-30s %5s %9s %11s %10s %8s\n", "policy", "N", "iters/run",
 	       "wall ns", "cpu ns", "target");

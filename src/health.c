@@ -1,6 +1,5 @@
-/* health.c - shared health state of SPEC 5: per-cluster memory-mapped files
- * holding error counts, decay time and round-robin counter, updated with
- * lock-free atomics. */
+/* health.c - shared health state (SPEC 5): per-cluster memory-mapped files
+ * of error counts, decay time and round-robin counter, updated atomically. */
 #include "config.h"
 
 #include <errno.h>
@@ -41,7 +40,7 @@ struct health_header {
 	uint32_t nslots;		/* HEALTH_NSLOTS */
 	_Atomic int64_t decay_time;	/* T of SPEC 5, 0 while unset */
 	_Atomic uint64_t rr_counter;	/* round-robin selections so far */
-	uint64_t check;			/* header_check() of the fields above */
+	uint64_t check;			/* header_check(): magic, version, nslots */
 	char pad[24];
 };
 
@@ -61,6 +60,7 @@ _Static_assert(sizeof(struct health_header) == 64, "header is 64 bytes");
 _Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 16,
 	       "state file layout v1");
 
+/* One cluster's view of its state (opaque outside this file). */
 struct rlb_health {
 	struct health_map *map;		/* the shared mapping */
 	bool heap;			/* map came from calloc: mmap failed */

@@ -23,9 +23,9 @@ static const struct {
 	const char *alias;
 	enum rlb_policy p;
 } policy_aliases[] = {
-	{ "lcp", RLB_POLICY_LCP },
-	{ "lcs", RLB_POLICY_LCS },
-	{ "levenshtein", RLB_POLICY_LEVENSHTEIN },
+	{"lcp", RLB_POLICY_LCP},
+	{"lcs", RLB_POLICY_LCS},
+	{"levenshtein", RLB_POLICY_LEVENSHTEIN},
 };
 
 const char *rlb_policy_name(enum rlb_policy p)
@@ -251,8 +251,7 @@ int rlb_policy_precompute(struct rlb_cluster *c, const char *local)
 
 	free(c->host_prio);
 	c->host_prio = NULL;
-	if (!rlb_policy_uses_hostname(c->s.load_balancing) ||
-	    c->nreplicas == 0)
+	if (!rlb_policy_uses_hostname(c->s.load_balancing) || c->nreplicas == 0)
 		return 0;
 	prio = malloc(c->nreplicas * sizeof(*prio));
 	if (!prio)

@@ -634,7 +634,7 @@ int main(int argc, char **argv)
 		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
 	}
 	if (cmd->needs == CTL_NEEDS_RUNTIME &&
-	    rlb_runtime_prepare(cfg, true) < 0) {
+	    rlb_runtime_prepare(cfg, false) < 0) {
 		ctl_error("out of memory");
 		goto out_free;
 	}

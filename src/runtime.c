@@ -113,7 +113,12 @@ static void load_config(bool initial)
 		goto out_free_diag;
 	}
 	broken_size = -1;
-	if (rlb_runtime_prepare(cfg, true) < 0) {
+	/*
+	 * Only a reload drops the state of replicas that left the config: a
+	 * fresh process whose apps.d overlay differs from another program's
+	 * must not wipe that program's replicas.
+	 */
+	if (rlb_runtime_prepare(cfg, !initial) < 0) {
 		rlb_log(RLB_LOG_ERROR, "%s: out of memory preparing config",
 			src.path);
 		rlb_config_free(cfg);

@@ -189,15 +189,13 @@ static uint64_t shl(uint64_t v, unsigned w)
 }
 
 /*
- * Comparison sorts of large key sets lose most of their time to branch
- * mispredictions. Instead, each field of the key is reduced to the bits
- * its range spans (for a selection: errors and config priority usually
- * none, the policy a few, random 32), the fields are concatenated in key
- * order into one uint64 with the key's position in the lowest bits, and
- * the integers are LSD radix sorted a byte at a time.
- */
-
-/*
+ * Large key sets: comparison sorts lose most of their time to branch
+ * mispredictions there. Instead, each field of the key is reduced to the
+ * bits its range spans (for a selection: errors and config priority
+ * usually none, the policy a few, random 32), the fields are concatenated
+ * in key order into one uint64 with the key's position in the lowest bits,
+ * and the integers are LSD radix sorted a byte at a time.
+ *
  * Stable LSD radix sort of a[0..n) on bits [lo, hi), a byte per pass;
  * bytes that every key shares are skipped. The keys start in position
  * order and the position fills bits below lo, so those need no pass.
@@ -207,7 +205,7 @@ static uint64_t *radix_u64(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 			   unsigned hi)
 {
 	for (unsigned shift = lo; shift < hi; shift += 8) {
-		uint32_t count[256] = { 0 }, sum = 0;
+		uint32_t count[256] = {0}, sum = 0;
 		uint64_t *t;
 
 		for (size_t i = 0; i < n; i++)
@@ -234,7 +232,11 @@ struct range {
 	uint64_t min, max;
 };
 
-#define RANGE_INIT { UINT64_MAX, 0 }
+static inline void range_init(struct range *r)
+{
+	r->min = UINT64_MAX;
+	r->max = 0;
+}
 
 static inline void range_add(struct range *r, uint64_t v)
 {
@@ -253,25 +255,30 @@ static inline uint64_t ord64(int64_t v)
 	return (uint64_t)v ^ (UINT64_C(1) << 63);
 }
 
-/*
- * Radix sort of keys (scratch: radix_scratch(n) bytes). The index field
- * needs bits of its own only when it is not already the position.
- * Returns false, sorting nothing, when the packed key needs > 64 bits.
- */
+/* Scratch bytes that radix_sort() needs for n keys. */
 static size_t radix_scratch(size_t n)
 {
 	return n * (2 * sizeof(uint64_t) + sizeof(struct rlb_select_key));
 }
 
+/*
+ * Radix sort of keys. The index field needs bits of its own only when it
+ * is not already the position. Returns false, sorting nothing, when the
+ * packed key would need more than 64 bits.
+ */
 static bool radix_sort(struct rlb_select_key *keys, size_t n, void *scratch)
 {
 	uint64_t *a = scratch, *b = a + n;
 	struct rlb_select_key *sorted = (struct rlb_select_key *)(b + n);
-	struct range e = RANGE_INIT, p = RANGE_INIT, q = RANGE_INIT;
-	struct range r = RANGE_INIT, x = RANGE_INIT;
+	struct range e, p, q, r, x;
 	bool index_is_pos = true;
 	unsigned we, wp, wq, wr, wi, wpos;
 
+	range_init(&e);
+	range_init(&p);
+	range_init(&q);
+	range_init(&r);
+	range_init(&x);
 	for (size_t i = 0; i < n; i++) {
 		range_add(&e, keys[i].errors);
 		range_add(&p, ord64(keys[i].priority));
@@ -326,13 +333,17 @@ void rlb_select_sort(struct rlb_select_key *keys, size_t n)
  * per-replica values already in sel (index = position, so the order is
  * the low bits), into a (2n uint64s). False if it does not fit 64 bits.
  */
-static bool select_packed(const struct rlb_cluster *c, struct rlb_selection *sel,
-			  size_t n, uint64_t ignored, uint64_t *a)
+static bool select_packed(const struct rlb_cluster *c,
+			  struct rlb_selection *sel, size_t n, uint64_t ignored,
+			  uint64_t *a)
 {
-	struct range e = RANGE_INIT, p = RANGE_INIT, q = RANGE_INIT;
+	struct range e, p, q;
 	unsigned we, wp, wq, wpos = bit_width(n - 1);
 	uint64_t *sorted;
 
+	range_init(&e);
+	range_init(&p);
+	range_init(&q);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t err = sel->errors[i];
 
@@ -354,8 +365,8 @@ static bool select_packed(const struct rlb_cluster *c, struct rlb_selection *sel
 		v = v << RANDOM_BITS | rlb_random_u32();
 		a[i] = shl(v, wpos) | i;
 	}
-	sorted = radix_u64(a, a + n, n, wpos,
-			   we + wp + wq + RANDOM_BITS + wpos);
+	sorted =
+		radix_u64(a, a + n, n, wpos, we + wp + wq + RANDOM_BITS + wpos);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
 	return true;
@@ -373,12 +384,14 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		return;
 	if (!peek)
 		rlb_health_decay(c, now);
-	ignored = c->s.max_ignored_errors > 0 ?
-			  (uint64_t)c->s.max_ignored_errors : 0;
+	ignored = c->s.max_ignored_errors > 0
+			  ? (uint64_t)c->s.max_ignored_errors
+			  : 0;
 	/* Only round_robin selections consume a turn of the counter. */
 	if (c->s.load_balancing == RLB_POLICY_ROUND_ROBIN)
-		rr_last = (peek ? rlb_health_rr_peek(c) :
-				  rlb_health_rr_next(c)) % c->nreplicas;
+		rr_last =
+			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
+			c->nreplicas;
 	for (size_t i = 0; i < n; i++) {
 		sel->errors[i] = rlb_health_errors(c, i, now, peek);
 		sel->policy_prio[i] = rlb_policy_priority(c, i, rr_last);

@@ -133,9 +133,10 @@ skip()
 # ---------------------------------------------------------------------
 # Setup and cleanup
 
-# rlb_setup : temp dir $T, cleanup trap, a clean replicalb environment:
-# REPLICALB_CONFIG=$T/replicalb.conf (not yet written: unconfigured),
-# REPLICALB_STATE_DIR=$T/state, every other REPLICALB_* unset.
+# rlb_setup [nocanary] : temp dir $T, cleanup trap, a clean replicalb
+# environment: REPLICALB_CONFIG=$T/replicalb.conf (not yet written:
+# unconfigured), REPLICALB_STATE_DIR=$T/state, every other REPLICALB_* and
+# NSS_WRAPPER_* unset. Then, unless `nocanary`, the canary check below.
 rlb_setup()
 {
 	local v
@@ -157,6 +158,28 @@ rlb_setup()
 		echo "library not built: $RLB_LIB"
 		exit 1
 	fi
+	[ "${1:-}" = nocanary ] || rlb_canary
+}
+
+# rlb_canary : the library must turn a virtual name into its replica before
+# a test hands virtual names to programs without nss_wrapper: were it not
+# to, those names would go to real DNS. The canary runs with nss_wrapper
+# mapping the name to 127.0.0.99, so a failure never leaves the host.
+rlb_canary()
+{
+	local d=$T/canary out
+	mkdir -p "$d"
+	echo 'clusters = ( { name = "canary.cluster"; replicas = ( "127.0.0.2" ); } );' \
+		>"$d/replicalb.conf"
+	echo '127.0.0.99 canary.cluster' >"$d/hosts"
+	out=$(env REPLICALB_CONFIG="$d/replicalb.conf" \
+		REPLICALB_STATE_DIR="$d/state" NSS_WRAPPER_HOSTS="$d/hosts" \
+		LD_PRELOAD="$RLB_LIB $NSS_WRAPPER_LIB" \
+		$PY "$GAI" -u -4 canary.cluster 80 2>&1)
+	[ "$out" = 127.0.0.2 ] && return 0
+	fail "canary: the library resolves a virtual name" \
+		"expected [127.0.0.2], got [$out]; not running the rest"
+	finish
 }
 
 rlb_cleanup()

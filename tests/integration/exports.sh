@@ -2,7 +2,7 @@
 # exports.sh - libreplicalb.so exports the hooks and nothing else
 # (STYLE habit 2), and loads into a program without a word.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-rlb_setup
+rlb_setup nocanary
 
 expected="close
 connect

@@ -4,7 +4,7 @@
 # error codes, same errno (SPEC 4, STYLE habit 3); a broken config never
 # breaks the program and says so once, with file:line (SPEC 2, 8).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-rlb_setup
+rlb_setup nocanary
 
 PORT=$(free_port)
 PORT2=$(free_port)

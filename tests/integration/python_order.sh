@@ -8,6 +8,9 @@ rlb_setup
 
 CPORT=$(free_port)	# a cluster's port
 RPORT=$(free_port)	# a replica's own port
+# A host name that libc fails to resolve without asking DNS (a label
+# longer than 63 bytes): EAI_NONAME.
+BADHOST=$(printf 'x%.0s' $(seq 70)).invalid
 
 write_config <<EOF
 load_balancing = "random";
@@ -38,7 +41,12 @@ clusters = (
     load_balancing = "in_order";
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "random.cluster";
-    replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); }
+    replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); },
+  { name = "unres.cluster";
+    load_balancing = "in_order";
+    replicas = ( "$BADHOST", "127.0.0.2" ); },
+  { name = "unres1.cluster";
+    replicas = ( "$BADHOST" ); }
 );
 EOF
 
@@ -161,6 +169,13 @@ check_eq "AI_NUMERICHOST with a virtual name: EAI_NONAME like libc" \
 check_eq "AI_CANONNAME: the first replica's host string" \
 	"canon=r1.test 127.0.0.2:80 127.0.0.3:80 127.0.0.4:80" \
 	"$(gai -c inorder.cluster 80)"
+
+# A replica whose host cannot be resolved is left out and counts one error.
+check_eq "unresolvable replica left out" "127.0.0.2" "$(gai -u unres.cluster 80)"
+check_eq "unresolvable replica: one error counted" "1" \
+	"$(replica_errors unres.cluster "$BADHOST")"
+check_eq "no replica resolvable: libc's error (EAI_NONAME)" "error EAI_NONAME" \
+	"$(gai unres1.cluster 80)"
 
 # ---------------------------------------------------------------------
 # Name matching: case-insensitive, one trailing dot.

@@ -73,11 +73,13 @@ check_eq "refused connect to B" "111" "$(fail_connect $B)"
 check_eq "B has one error" "1" "$(replica_errors reload.cluster $B)"
 
 # The long-running resolver: every 0.2 s, at most 150 times (30 s).
-preload $PY "$GAI" -u -T -n 150 -s 0.2 reload.cluster 80 >"$T/orders" \
-	2>"$T/resolver.err" &
+# (env execs python: $! is the resolver's own pid.)
+t=$(now)
+env LD_PRELOAD="$RLB_LIB" $PY "$GAI" -u -T -n 150 -s 0.2 reload.cluster 80 \
+	>"$T/orders" 2>"$T/resolver.err" &
 RESOLVER=$!
 bg_track $RESOLVER
-d=$(wait_order 0 "$A $C $B")
+d=$(wait_order "$t" "$A $C $B")
 check "resolver starts with A C B (B has an error)" within 4 "$d"
 
 # 1. Edit in place (same inode): add D in front.

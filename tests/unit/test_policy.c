@@ -77,8 +77,9 @@ static void test_policy_names_round_trip(void **state)
 static void test_policy_parse_rejects_inexact(void **state)
 {
 	static const char *const bad[] = {
-		"", "Random", "RANDOM", "nearest", "round-robin",
-		"in_order ", " in_order", "least_request", "first_or_random_",
+		"",	     "Random",	      "RANDOM",
+		"nearest",   "round-robin",   "in_order ",
+		" in_order", "least_request", "first_or_random_",
 	};
 	enum rlb_policy out = RLB_POLICY_ROUND_ROBIN;
 
@@ -90,6 +91,7 @@ static void test_policy_parse_rejects_inexact(void **state)
 
 static void test_policy_suggest_close_names(void **state)
 {
+	/* clang-format off */
 	static const struct {
 		const char *in, *want;
 	} v[] = {
@@ -114,6 +116,7 @@ static void test_policy_suggest_close_names(void **state)
 		{ "in_ordr", "in_order" },
 		{ "robin", "round_robin" },
 	};
+	/* clang-format on */
 
 	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
 		const char *got = rlb_policy_suggest(v[i].in);
@@ -127,8 +130,15 @@ static void test_policy_suggest_close_names(void **state)
 static void test_policy_suggest_nothing_close(void **state)
 {
 	static const char *const far[] = {
-		"xyzzy", "abc", "x", "least_request", "dns", "fastest",
-		"______", "!!!!", "hostname_hostname_hostname_hostname_x",
+		"xyzzy",
+		"abc",
+		"x",
+		"least_request",
+		"dns",
+		"fastest",
+		"______",
+		"!!!!",
+		"hostname_hostname_hostname_hostname_x",
 	};
 
 	assert_null(rlb_policy_suggest(NULL));
@@ -162,6 +172,7 @@ struct dist_vector {
 };
 
 /* Every hostname pair of clickhouse-semantics.md section 9, plus edges. */
+/* clang-format off */
 static const struct dist_vector vectors[] = {
 	/* TV01 */
 	{ "example01-01-1", "example01-01-1", 0, 0, 14, 14 },
@@ -220,6 +231,7 @@ static const struct dist_vector vectors[] = {
 	{ "abcd", "ABCD", 4, 0, 0, 0 },
 	{ "a.b", "a-b", 1, 1, 1, 1 },
 };
+/* clang-format on */
 
 static void test_policy_distance_vectors(void **state)
 {
@@ -321,7 +333,8 @@ static void test_policy_levenshtein_matches_oracle(void **state)
 		random_string(b, 20, k % 2 ? "abAB-1" : "aA");
 		if (rlb_levenshtein(a, b) != naive_levenshtein(a, b))
 			fail_msg("lev(\"%s\", \"%s\") = %zu, want %zu", a, b,
-				 rlb_levenshtein(a, b), naive_levenshtein(a, b));
+				 rlb_levenshtein(a, b),
+				 naive_levenshtein(a, b));
 	}
 }
 
@@ -364,20 +377,21 @@ struct prio_vector {
 	int64_t prio[5];
 };
 
+/* clang-format off */
 static const struct prio_vector prio_vectors[] = {
 	{ "TV01", RLB_POLICY_NEAREST_HOSTNAME, "example01-01-1", 3,
 	  { "example01-01-1", "example01-01-2", "example01-02-2" },
 	  { 0, 1, 2 } },
 	{ "TV02", RLB_POLICY_NEAREST_HOSTNAME, "abc", 2, { "abcdef", "abd" },
 	  { 0, 1 } },
-	{ "TV03a", RLB_POLICY_NEAREST_HOSTNAME, "HostA", 2, { "hosta", "HostB" },
-	  { 2, 1 } },
+	{ "TV03a", RLB_POLICY_NEAREST_HOSTNAME, "HostA", 2,
+	  { "hosta", "HostB" }, { 2, 1 } },
 	{ "TV03b", RLB_POLICY_LEVENSHTEIN, "HostA", 2, { "hosta", "HostB" },
 	  { 0, 1 } },
 	{ "TV03c", RLB_POLICY_LCP, "HostA", 2, { "hosta", "HostB" },
 	  { 0, -4 } },
-	{ "TV04a", RLB_POLICY_LCP, "sfe301", 3, { "sde301", "sfe10101", "sde505" },
-	  { -1, -3, -1 } },
+	{ "TV04a", RLB_POLICY_LCP, "sfe301", 3,
+	  { "sde301", "sfe10101", "sde505" }, { -1, -3, -1 } },
 	{ "TV04b", RLB_POLICY_NEAREST_HOSTNAME, "sfe301", 3,
 	  { "sde301", "sfe10101", "sde505" }, { 1, 1, 3 } },
 	{ "TV04c", RLB_POLICY_LEVENSHTEIN, "sfe301", 3,
@@ -430,6 +444,7 @@ static const struct prio_vector prio_vectors[] = {
 	    "example-clickhouse-12-0" }, { 2, 2, 2 } },
 	{ "N=1", RLB_POLICY_LCS, "a.example", 1, { "b.example" }, { -8 } },
 };
+/* clang-format on */
 
 static void test_policy_precompute_vectors(void **state)
 {
@@ -445,8 +460,8 @@ static void test_policy_precompute_vectors(void **state)
 
 			if (c->host_prio[i] != v->prio[i] || got != v->prio[i])
 				fail_msg("%s: replica %zu: host_prio %lld, "
-					 "priority %lld, want %lld", v->id, i,
-					 (long long)c->host_prio[i],
+					 "priority %lld, want %lld",
+					 v->id, i, (long long)c->host_prio[i],
 					 (long long)got, (long long)v->prio[i]);
 		}
 		cluster_free(c);
@@ -456,8 +471,8 @@ static void test_policy_precompute_vectors(void **state)
 /* The replica's host string is compared as written: no lowercasing. */
 static void test_policy_precompute_host_as_written(void **state)
 {
-	static const char *const hosts[] = { "Ch-1.Example.com",
-					     "ch-1.example.com." };
+	static const char *const hosts[] = {"Ch-1.Example.com",
+					    "ch-1.example.com."};
 	struct rlb_cluster *c = cluster_new(RLB_POLICY_LCS, hosts, 2);
 
 	assert_int_equal(rlb_policy_precompute(c, "ch-1.example.com"), 0);
@@ -469,9 +484,9 @@ static void test_policy_precompute_host_as_written(void **state)
 /* Switching to a non-hostname policy frees the vector (valgrind checks). */
 static void test_policy_precompute_clears_for_other_policies(void **state)
 {
-	static const char *const hosts[] = { "a1", "a2", "b3" };
-	struct rlb_cluster *c = cluster_new(RLB_POLICY_NEAREST_HOSTNAME,
-					    hosts, 3);
+	static const char *const hosts[] = {"a1", "a2", "b3"};
+	struct rlb_cluster *c =
+		cluster_new(RLB_POLICY_NEAREST_HOSTNAME, hosts, 3);
 
 	assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
 	assert_non_null(c->host_prio);
@@ -519,16 +534,16 @@ static void test_policy_priority_random_and_in_order(void **state)
 
 static void check_first_or_random(size_t n, int64_t offset, size_t first)
 {
-	struct rlb_cluster *c = cluster_new(RLB_POLICY_FIRST_OR_RANDOM, NULL,
-					    n);
+	struct rlb_cluster *c =
+		cluster_new(RLB_POLICY_FIRST_OR_RANDOM, NULL, n);
 
 	c->s.first_offset = offset;
 	for (size_t i = 0; i < n; i++) {
 		int64_t got = rlb_policy_priority(c, i, 5);
 
 		if (got != (i == first ? 0 : 1))
-			fail_msg("N=%zu offset=%lld: priority(%zu) = %lld",
-				 n, (long long)offset, i, (long long)got);
+			fail_msg("N=%zu offset=%lld: priority(%zu) = %lld", n,
+				 (long long)offset, i, (long long)got);
 	}
 	cluster_free(c);
 }
@@ -548,8 +563,7 @@ static void test_policy_priority_first_or_random(void **state)
 	check_first_or_random(3, -1, 2);
 }
 
-static void check_round_robin(size_t n, uint64_t rr_last,
-			      const int64_t *want)
+static void check_round_robin(size_t n, uint64_t rr_last, const int64_t *want)
 {
 	struct rlb_cluster *c = cluster_new(RLB_POLICY_ROUND_ROBIN, NULL, n);
 
@@ -558,7 +572,8 @@ static void check_round_robin(size_t n, uint64_t rr_last,
 
 		if (got != want[i])
 			fail_msg("N=%zu L=%llu: priority(%zu) = %lld, want "
-				 "%lld", n, (unsigned long long)rr_last, i,
+				 "%lld",
+				 n, (unsigned long long)rr_last, i,
 				 (long long)got, (long long)want[i]);
 	}
 	cluster_free(c);
@@ -568,11 +583,14 @@ static void check_round_robin(size_t n, uint64_t rr_last,
 static void test_policy_priority_round_robin_vectors(void **state)
 {
 	static const int64_t tv18[4][3] = {
-		{ 2, 0, 1 }, { 1, 2, 0 }, { 0, 1, 2 }, { 2, 0, 1 },
+		{2, 0, 1},
+		{1, 2, 0},
+		{0, 1, 2},
+		{2, 0, 1},
 	};
-	static const int64_t tv19_l0[5] = { 4, 0, 1, 2, 3 };
-	static const int64_t tv19_l4[5] = { 0, 1, 2, 3, 4 };
-	static const int64_t one[1] = { 0 };
+	static const int64_t tv19_l0[5] = {4, 0, 1, 2, 3};
+	static const int64_t tv19_l4[5] = {0, 1, 2, 3, 4};
+	static const int64_t one[1] = {0};
 
 	for (uint64_t call = 0; call < 4; call++)
 		check_round_robin(3, call, tv18[call]);
@@ -580,8 +598,8 @@ static void test_policy_priority_round_robin_vectors(void **state)
 	check_round_robin(5, 4, tv19_l4);
 	/* rr_last is reduced mod N; no overflow at the top of the range. */
 	check_round_robin(3, 3, tv18[0]);
-	check_round_robin(3, UINT64_MAX, tv18[0]);	/* 2^64-1 = 0 mod 3 */
-	check_round_robin(5, UINT64_MAX, tv19_l0);	/* 0 mod 5 as well */
+	check_round_robin(3, UINT64_MAX, tv18[0]); /* 2^64-1 = 0 mod 3 */
+	check_round_robin(5, UINT64_MAX, tv19_l0); /* 0 mod 5 as well */
 	check_round_robin(5, UINT64_MAX - 1, tv19_l4);
 	check_round_robin(1, 0, one);
 	check_round_robin(1, 12345, one);
@@ -591,8 +609,8 @@ static void test_policy_priority_round_robin_vectors(void **state)
 static void test_policy_priority_round_robin_rotation(void **state)
 {
 	for (size_t n = 1; n <= 9; n++) {
-		struct rlb_cluster *c = cluster_new(RLB_POLICY_ROUND_ROBIN,
-						    NULL, n);
+		struct rlb_cluster *c =
+			cluster_new(RLB_POLICY_ROUND_ROBIN, NULL, n);
 
 		for (uint64_t l = 0; l < 2 * n; l++) {
 			for (size_t i = 0; i < n; i++) {
@@ -600,8 +618,8 @@ static void test_policy_priority_round_robin_rotation(void **state)
 				size_t best = (l % n + 1) % n;
 
 				assert_in_range(p, 0, n - 1);
-				assert_int_equal(p, (int64_t)((i + n - best) %
-							      n));
+				assert_int_equal(p,
+						 (int64_t)((i + n - best) % n));
 				if (i == l % n)
 					assert_int_equal(p, (int64_t)n - 1);
 			}

@@ -25,7 +25,7 @@ static unsigned cluster_seq;
 
 struct env {
 	struct rlb_config *cfg;
-	struct rlb_cluster *c;	/* cfg->clusters[0] */
+	struct rlb_cluster *c; /* cfg->clusters[0] */
 	struct rlb_selection *sel;
 };
 
@@ -123,8 +123,8 @@ static void select_now(struct env *e)
 	rlb_select(e->c, false, NOW, e->sel);
 }
 
-static void check_order(const struct rlb_selection *sel,
-			const uint32_t *want, const char *what)
+static void check_order(const struct rlb_selection *sel, const uint32_t *want,
+			const char *what)
 {
 	for (size_t i = 0; i < sel->n; i++) {
 		if (sel->order[i] != want[i]) {
@@ -138,8 +138,7 @@ static void check_order(const struct rlb_selection *sel,
 					 sizeof(exp) - strlen(exp), " %u",
 					 want[k]);
 			}
-			fail_msg("%s: order [%s ], want [%s ]", what, got,
-				 exp);
+			fail_msg("%s: order [%s ], want [%s ]", what, got, exp);
 		}
 	}
 }
@@ -154,7 +153,7 @@ static int perm3(const uint32_t *o)
 
 static void test_select_selection_new_layout(void **state)
 {
-	static const size_t sizes[] = { 0, 1, 3, 64, 65, RLB_MAX_REPLICAS };
+	static const size_t sizes[] = {0, 1, 3, 64, 65, RLB_MAX_REPLICAS};
 
 	for (size_t k = 0; k < ARRAY_SIZE(sizes); k++) {
 		size_t n = sizes[k];
@@ -164,10 +163,9 @@ static void test_select_selection_new_layout(void **state)
 		assert_int_equal(sel->n, n);
 		assert_int_equal((uintptr_t)sel->errors % _Alignof(uint64_t),
 				 0);
-		assert_int_equal((uintptr_t)sel->policy_prio %
-					 _Alignof(int64_t), 0);
-		assert_int_equal((uintptr_t)sel->order % _Alignof(uint32_t),
-				 0);
+		assert_int_equal(
+			(uintptr_t)sel->policy_prio % _Alignof(int64_t), 0);
+		assert_int_equal((uintptr_t)sel->order % _Alignof(uint32_t), 0);
 		/* Every slot writable without clobbering another array
 		 * (ASan and valgrind watch the bounds). */
 		for (size_t i = 0; i < n; i++) {
@@ -216,17 +214,17 @@ static void check_sorted_indexes(const struct rlb_select_key *k, size_t n,
 static void test_select_sort_key_precedence(void **state)
 {
 	struct rlb_select_key k[] = {
-		key(1, -100, -100, 0, 0),	/* worst: most errors */
-		key(0, 2, -100, 0, 1),		/* worse config priority */
-		key(0, 1, 5, 0, 2),		/* worse policy priority */
-		key(0, 1, 4, 9, 3),		/* worse random */
-		key(0, 1, 4, 8, 5),		/* same as 4 but index */
+		key(1, -100, -100, 0, 0), /* worst: most errors */
+		key(0, 2, -100, 0, 1),	  /* worse config priority */
+		key(0, 1, 5, 0, 2),	  /* worse policy priority */
+		key(0, 1, 4, 9, 3),	  /* worse random */
+		key(0, 1, 4, 8, 5),	  /* same as 4 but index */
 		key(0, 1, 4, 8, 4),
-		key(0, 1, -3, UINT32_MAX, 6),	/* LCP-style negatives */
+		key(0, 1, -3, UINT32_MAX, 6), /* LCP-style negatives */
 		key(0, INT64_MIN, INT64_MAX, UINT32_MAX, 7),
 		key(UINT64_MAX, INT64_MIN, INT64_MIN, 0, 8),
 	};
-	static const uint32_t want[] = { 7, 6, 4, 5, 3, 2, 1, 0, 8 };
+	static const uint32_t want[] = {7, 6, 4, 5, 3, 2, 1, 0, 8};
 
 	rlb_select_sort(k, ARRAY_SIZE(k));
 	check_sorted_indexes(k, ARRAY_SIZE(k), want);
@@ -235,9 +233,9 @@ static void test_select_sort_key_precedence(void **state)
 /* TV23: errors dominate config priority; with M = 1 they tie. */
 static void test_select_sort_errors_beat_priority(void **state)
 {
-	struct rlb_select_key m0[] = { key(1, 0, 0, 0, 0), key(0, 5, 0, 7, 1) };
-	struct rlb_select_key m1[] = { key(0, 0, 0, 7, 0), key(0, 5, 0, 0, 1) };
-	static const uint32_t want0[] = { 1, 0 }, want1[] = { 0, 1 };
+	struct rlb_select_key m0[] = {key(1, 0, 0, 0, 0), key(0, 5, 0, 7, 1)};
+	struct rlb_select_key m1[] = {key(0, 0, 0, 7, 0), key(0, 5, 0, 0, 1)};
+	static const uint32_t want0[] = {1, 0}, want1[] = {0, 1};
 
 	rlb_select_sort(m0, 2);
 	check_sorted_indexes(m0, 2, want0);
@@ -249,10 +247,12 @@ static void test_select_sort_errors_beat_priority(void **state)
 static void test_select_sort_random_breaks_ties(void **state)
 {
 	struct rlb_select_key k[] = {
-		key(0, 1, 0, 30, 0), key(0, 1, 0, 10, 1),
-		key(0, 1, 0, 20, 2), key(0, 1, 0, 10, 3),
+		key(0, 1, 0, 30, 0),
+		key(0, 1, 0, 10, 1),
+		key(0, 1, 0, 20, 2),
+		key(0, 1, 0, 10, 3),
 	};
-	static const uint32_t want[] = { 1, 3, 2, 0 };
+	static const uint32_t want[] = {1, 3, 2, 0};
 
 	rlb_select_sort(k, ARRAY_SIZE(k));
 	check_sorted_indexes(k, ARRAY_SIZE(k), want);
@@ -289,9 +289,19 @@ static uint32_t next_rand(void)
 	return (uint32_t)(test_rng >> 16);
 }
 
-enum shape { SHAPE_RANDOM, SHAPE_FEW, SHAPE_SORTED, SHAPE_REVERSED,
-	     SHAPE_PIPE, SHAPE_SAWTOOTH, SHAPE_EQUAL, SHAPE_WIDE,
-	     SHAPE_COUNT };
+enum shape {
+	SHAPE_RANDOM,
+	SHAPE_FEW,
+	SHAPE_SORTED,
+	SHAPE_REVERSED,
+	SHAPE_PIPE,
+	SHAPE_SAWTOOTH,
+	SHAPE_EQUAL,
+	SHAPE_WIDE,
+	SHAPE_SPARSE,
+	SHAPE_MEDIUM,
+	SHAPE_COUNT
+};
 
 static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 {
@@ -304,7 +314,7 @@ static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 				   (int64_t)(r >> 4) % 50 - 25, next_rand(),
 				   (uint32_t)i);
 			break;
-		case SHAPE_FEW:	/* many full ties but for the index */
+		case SHAPE_FEW: /* many full ties but for the index */
 			k[i] = key(r % 2, 1, (r >> 1) % 2, (r >> 2) % 2,
 				   (uint32_t)(n - 1 - i));
 			break;
@@ -322,12 +332,20 @@ static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 			k[i] = key(i % 7, 1, 0, (uint32_t)(i % 13),
 				   (uint32_t)i);
 			break;
-		case SHAPE_WIDE:	/* too wide to pack into 64 bits */
-			k[i] = key(r % 2, (int64_t)((uint64_t)next_rand() << 32 |
-						    r),
+		case SHAPE_WIDE: /* too wide to pack into 64 bits */
+			k[i] = key(r % 2,
+				   (int64_t)((uint64_t)next_rand() << 32 | r),
 				   -(int64_t)(r % 5), next_rand(), (uint32_t)i);
 			break;
-		default:	/* identical keys, index included */
+		case SHAPE_SPARSE: /* bytes shared by every key */
+			k[i] = key(r % 2, 1, 0, (r >> 1) % 3 << 24 | 0x5a5a5a,
+				   (uint32_t)i);
+			break;
+		case SHAPE_MEDIUM: /* fits 64 bits only without index */
+			k[i] = key(0, (int64_t)(r % 3) << 18, 0, next_rand(),
+				   (uint32_t)(n - 1 - i));
+			break;
+		default: /* identical keys, index included */
 			k[i] = key(3, 1, 2, 1, 7);
 			break;
 		}
@@ -337,8 +355,19 @@ static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 /* Same result as qsort with the reference comparison, all shapes. */
 static void test_select_sort_matches_reference(void **state)
 {
-	static const size_t sizes[] = { 2,  3,  5,   15,   16,   17,  31,
-					33, 64, 100, 1000, 1023, RLB_MAX_REPLICAS };
+	static const size_t sizes[] = {2,
+				       3,
+				       5,
+				       15,
+				       16,
+				       17,
+				       31,
+				       33,
+				       64,
+				       100,
+				       1000,
+				       1023,
+				       RLB_MAX_REPLICAS};
 	struct rlb_select_key *k = malloc(RLB_MAX_REPLICAS * sizeof(*k));
 	struct rlb_select_key *ref = malloc(RLB_MAX_REPLICAS * sizeof(*ref));
 
@@ -355,7 +384,8 @@ static void test_select_sort_matches_reference(void **state)
 			for (size_t i = 0; i < n; i++)
 				if (ref_cmp(&k[i], &ref[i]) != 0)
 					fail_msg("n=%zu shape=%d: position "
-						 "%zu differs", n, shape, i);
+						 "%zu differs",
+						 n, shape, i);
 		}
 	}
 	free(k);
@@ -373,7 +403,7 @@ static void test_select_sort_matches_reference(void **state)
  * model must follow, or this input stops being adversarial.
  */
 struct adversary {
-	int64_t *val;		/* per item; `gas` until frozen */
+	int64_t *val; /* per item; `gas` until frozen */
 	int64_t gas, nsolid;
 	size_t candidate;
 };
@@ -427,8 +457,10 @@ static size_t adv_partition(struct adversary *a, size_t *k, size_t lo,
  * model needed (about n/2 when the attack works). */
 static size_t adversary_input(int64_t *val, size_t n)
 {
-	struct adversary a = { .val = val, .gas = (int64_t)n, .nsolid = 0,
-			       .candidate = SIZE_MAX };
+	struct adversary a = {.val = val,
+			      .gas = (int64_t)n,
+			      .nsolid = 0,
+			      .candidate = SIZE_MAX};
 	size_t *k = malloc(n * sizeof(*k));
 	size_t stack[2 * 64], top = 0, lo = 0, hi = n - 1, parts = 0;
 
@@ -484,8 +516,7 @@ static void test_select_sort_adversarial(void **state)
 			int64_t scale = wide ? INT64_MAX / (int64_t)n : 1;
 
 			for (size_t i = 0; i < n; i++)
-				k[i] = key(0, 1, v[i] * scale, 0,
-					   (uint32_t)i);
+				k[i] = key(0, 1, v[i] * scale, 0, (uint32_t)i);
 			rlb_select_sort(k, n);
 			for (size_t i = 0; i < n; i++)
 				assert_true(k[i].policy_prio ==
@@ -506,6 +537,7 @@ static void test_select_in_order_ignored_errors(void **state)
 		uint64_t errors[3];
 		int64_t ignored;
 		uint32_t want[3];
+		/* clang-format off */
 	} v[] = {
 		{ "TV12", { 1, 0, 0 }, 0, { 1, 2, 0 } },
 		{ "TV13", { 1, 0, 0 }, 1, { 0, 1, 2 } },
@@ -515,6 +547,7 @@ static void test_select_in_order_ignored_errors(void **state)
 		{ "ignored > errors", { 2, 5, 3 }, 10, { 0, 1, 2 } },
 		{ "graded", { 9, 2, 5 }, 1, { 1, 2, 0 } },
 	};
+	/* clang-format on */
 
 	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
 		struct env *e = env_new(RLB_POLICY_IN_ORDER, 3, NULL);
@@ -538,8 +571,8 @@ static void test_select_in_order_ignored_errors(void **state)
 static void test_select_errors_beat_config_priority(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_RANDOM, 2, NULL);
-	static const uint64_t errors[] = { 1, 0 };
-	static const uint32_t m0[] = { 1, 0 }, m1[] = { 0, 1 };
+	static const uint64_t errors[] = {1, 0};
+	static const uint32_t m0[] = {1, 0}, m1[] = {0, 1};
 
 	e->c->replicas[0].priority = 0;
 	e->c->replicas[1].priority = 5;
@@ -581,11 +614,11 @@ static void test_select_first_or_random_offsets(void **state)
 	static const struct {
 		int64_t offset;
 		int first, a, b;
-	} v[] = { { 0, 0, 1, 2 }, { 4, 1, 0, 2 }, { 5, 2, 0, 1 } };
+	} v[] = {{0, 0, 1, 2}, {4, 1, 0, 2}, {5, 2, 0, 1}};
 
 	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
 		struct env *e = env_new(RLB_POLICY_FIRST_OR_RANDOM, 3, NULL);
-		int counts[3] = { 0 };
+		int counts[3] = {0};
 
 		e->c->s.first_offset = v[k].offset;
 		count_picks(e, 3000, v[k].first, -1, counts);
@@ -600,8 +633,8 @@ static void test_select_first_or_random_offsets(void **state)
 static void test_select_first_or_random_with_errors(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_FIRST_OR_RANDOM, 3, NULL);
-	static const uint64_t errors[] = { 1, 0, 0 };
-	int counts[3] = { 0 };
+	static const uint64_t errors[] = {1, 0, 0};
+	int counts[3] = {0};
 
 	set_errors(e, errors);
 	count_picks(e, 3000, -1, 0, counts);
@@ -616,9 +649,12 @@ static void test_select_round_robin_sequence(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
 	static const uint32_t want[4][3] = {
-		{ 1, 2, 0 }, { 2, 0, 1 }, { 0, 1, 2 }, { 1, 2, 0 },
+		{1, 2, 0},
+		{2, 0, 1},
+		{0, 1, 2},
+		{1, 2, 0},
 	};
-	static const int64_t prio1[3] = { 2, 0, 1 };
+	static const int64_t prio1[3] = {2, 0, 1};
 
 	assert_int_equal(rlb_health_rr_peek(e->c), 0);
 	for (int call = 0; call < 4; call++) {
@@ -637,9 +673,9 @@ static void test_select_round_robin_sequence(void **state)
 static void test_select_round_robin_five(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 5, NULL);
-	static const uint32_t call1[] = { 1, 2, 3, 4, 0 };
-	static const uint32_t call5[] = { 0, 1, 2, 3, 4 };
-	static const uint32_t firsts[] = { 1, 2, 3, 4, 0, 1 };
+	static const uint32_t call1[] = {1, 2, 3, 4, 0};
+	static const uint32_t call5[] = {0, 1, 2, 3, 4};
+	static const uint32_t firsts[] = {1, 2, 3, 4, 0, 1};
 
 	for (int call = 0; call < 6; call++) {
 		select_now(e);
@@ -656,10 +692,10 @@ static void test_select_round_robin_five(void **state)
 static void test_select_round_robin_errors_and_priority(void **state)
 {
 	static const uint32_t want[6][3] = {
-		{ 2, 0, 1 }, { 2, 0, 1 }, { 0, 2, 1 },
-		{ 2, 0, 1 }, { 2, 0, 1 }, { 0, 2, 1 },
+		{2, 0, 1}, {2, 0, 1}, {0, 2, 1},
+		{2, 0, 1}, {2, 0, 1}, {0, 2, 1},
 	};
-	static const uint64_t errors[] = { 0, 1, 0 };
+	static const uint64_t errors[] = {0, 1, 0};
 	struct env *tv20 = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
 	struct env *tv21 = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
 
@@ -679,7 +715,7 @@ static void test_select_round_robin_errors_and_priority(void **state)
 static void test_select_counter_only_for_round_robin(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_IN_ORDER, 3, NULL);
-	static const uint32_t first[] = { 1, 2, 0 };
+	static const uint32_t first[] = {1, 2, 0};
 
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
 		if (p == RLB_POLICY_ROUND_ROBIN)
@@ -700,7 +736,7 @@ static void test_select_counter_only_for_round_robin(void **state)
 static void test_select_peek_keeps_round_robin(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
-	static const uint32_t a[] = { 1, 2, 0 }, b[] = { 2, 0, 1 };
+	static const uint32_t a[] = {1, 2, 0}, b[] = {2, 0, 1};
 
 	for (int rep = 0; rep < 3; rep++) {
 		rlb_select(e->c, true, NOW, e->sel);
@@ -719,7 +755,7 @@ static void test_select_peek_keeps_round_robin(void **state)
 static void test_select_peek_does_not_decay(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_IN_ORDER, 2, NULL);
-	static const uint32_t healthy[] = { 0, 1 }, failing[] = { 1, 0 };
+	static const uint32_t healthy[] = {0, 1}, failing[] = {1, 0};
 
 	/* A peek on fresh state does not even start the clock. */
 	rlb_select(e->c, true, 1000, e->sel);
@@ -751,11 +787,11 @@ static void test_select_applies_decay(void **state)
 		int64_t t;
 		uint64_t errors, decay_time;
 	} steps[] = {
-		{ 1059, 5, 1000 }, { 1061, 2, 1061 }, { 1120, 2, 1061 },
-		{ 1121, 1, 1121 }, { 1300, 0, 1300 },
+		{1059, 5, 1000}, {1061, 2, 1061}, {1120, 2, 1061},
+		{1121, 1, 1121}, {1300, 0, 1300},
 	};
 	struct env *e = env_new(RLB_POLICY_RANDOM, 2, NULL);
-	static const uint32_t b_first[] = { 1, 0 };
+	static const uint32_t b_first[] = {1, 0};
 
 	rlb_select(e->c, false, 1000, e->sel);
 	assert_int_equal(rlb_health_decay_time(e->c), 1000);
@@ -781,7 +817,7 @@ static void test_select_applies_decay(void **state)
 static void test_select_half_life_zero(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_IN_ORDER, 2, NULL);
-	static const uint32_t want[] = { 0, 1 };
+	static const uint32_t want[] = {0, 1};
 
 	e->c->s.half_life = 0;
 	rlb_select(e->c, false, 1000, e->sel);
@@ -796,8 +832,8 @@ static void test_select_half_life_zero(void **state)
 static void test_select_random_with_errors(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_RANDOM, 3, NULL);
-	static const uint64_t errors[] = { 0, 0, 5 };
-	int counts[3] = { 0 };
+	static const uint64_t errors[] = {0, 0, 5};
+	int counts[3] = {0};
 
 	set_errors(e, errors);
 	count_picks(e, 4000, -1, 2, counts);
@@ -813,7 +849,7 @@ static void test_select_random_with_errors(void **state)
 static void test_select_ties_uniform(void **state)
 {
 	struct env *e = env_new(RLB_POLICY_RANDOM, 3, NULL);
-	int perms[6] = { 0 };
+	int perms[6] = {0};
 
 	for (int r = 0; r < 6000; r++) {
 		select_now(e);
@@ -830,10 +866,10 @@ static void test_select_ties_uniform(void **state)
 /* TV05: one clear winner, the four tied others in uniform order. */
 static void test_select_ties_after_winner_uniform(void **state)
 {
-	static const char *const hosts[] = { "sde1010", "sde102", "sde103",
-					     "sde1020", "sde1030" };
+	static const char *const hosts[] = {"sde1010", "sde102", "sde103",
+					    "sde1020", "sde1030"};
 	struct env *e = env_new(RLB_POLICY_LCP, 5, hosts);
-	int counts[5] = { 0 };
+	int counts[5] = {0};
 
 	assert_int_equal(rlb_policy_precompute(e->c, "sde101"), 0);
 	count_picks(e, 4000, 0, -1, counts);
@@ -852,6 +888,7 @@ static void test_select_hostname_vectors(void **state)
 		size_t n;
 		const char *hosts[3];
 		uint32_t want[3];
+		/* clang-format off */
 	} v[] = {
 		{ "TV01", RLB_POLICY_NEAREST_HOSTNAME, "example01-01-1", 3,
 		  { "example01-01-1", "example01-01-2", "example01-02-2" },
@@ -891,6 +928,7 @@ static void test_select_hostname_vectors(void **state)
 		{ "TV11 lcs", RLB_POLICY_LCS, "CH-1.example.COM", 2,
 		  { "ch-1.example.com", "CH-2.example.COM" }, { 1, 0 } },
 	};
+	/* clang-format on */
 
 	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
 		struct env *e = env_new(v[k].policy, v[k].n, v[k].hosts);
@@ -907,11 +945,11 @@ static void test_select_hostname_vectors(void **state)
 /* Hostname vectors with a random part: TV04a/b/c, TV08 lev, TV10, TV29. */
 static void test_select_hostname_ties(void **state)
 {
-	static const char *const tv04[] = { "sde301", "sfe10101", "sde505" };
-	static const char *const tv10[] = { "a-long-name", "bb", "ccc" };
-	static const char *const tv29[] = { "ample-clickhouse-0-0",
-					    "example-clickhouse-1-10",
-					    "example-clickhouse-12-0" };
+	static const char *const tv04[] = {"sde301", "sfe10101", "sde505"};
+	static const char *const tv10[] = {"a-long-name", "bb", "ccc"};
+	static const char *const tv29[] = {"ample-clickhouse-0-0",
+					   "example-clickhouse-1-10",
+					   "example-clickhouse-12-0"};
 	struct env *e;
 	int counts[3];
 
@@ -1018,10 +1056,12 @@ static void check_selection_sorted(const struct env *e, int64_t ignored)
 		seen[i] = true;
 		if (k > 0) {
 			uint32_t h = sel->order[k - 1];
-			uint64_t eh = sel->errors[h] > (uint64_t)ignored ?
-					      sel->errors[h] - ignored : 0;
-			uint64_t ei = sel->errors[i] > (uint64_t)ignored ?
-					      sel->errors[i] - ignored : 0;
+			uint64_t eh = sel->errors[h] > (uint64_t)ignored
+					      ? sel->errors[h] - ignored
+					      : 0;
+			uint64_t ei = sel->errors[i] > (uint64_t)ignored
+					      ? sel->errors[i] - ignored
+					      : 0;
 			int64_t ph = e->c->replicas[h].priority;
 			int64_t pi = e->c->replicas[i].priority;
 
@@ -1038,35 +1078,44 @@ static void check_selection_sorted(const struct env *e, int64_t ignored)
 	free(seen);
 }
 
+/*
+ * Spread 0: small fields, packed. 1: priorities over the whole int64
+ * range, comparison sort. 2: priorities 2^41 apart, which fit 64 bits
+ * only without the 32 random bits, so also the comparison sort.
+ */
 static void test_select_many_replicas_mixed_keys(void **state)
 {
 	size_t n = 300;
 
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
-		for (int wide = 0; wide < 2; wide++) {
+		for (int wide = 0; wide < 3; wide++) {
 			struct env *e = env_new((enum rlb_policy)p, n, NULL);
 
+			/* Every replica has an error; errors <= M count 0. */
 			e->c->s.max_ignored_errors = 2;
 			for (size_t i = 0; i < n; i++) {
-				rlb_health_add_errors(e->c, i, i * 7 % 11);
+				rlb_health_add_errors(e->c, i, i * 7 % 11 + 1);
 				e->c->replicas[i].priority =
 					(int64_t)(i * 13 % 5) - 2;
 			}
-			/* Priorities far apart defeat the packed key. */
-			if (wide) {
+			/* 3 has the most errors (11), 0 the fewest (1). */
+			if (wide == 1) {
 				e->c->replicas[0].priority = INT64_MIN;
-				e->c->replicas[1].priority = INT64_MAX;
+				e->c->replicas[3].priority = INT64_MAX;
+			} else if (wide == 2) {
+				e->c->replicas[0].priority =
+					-(INT64_C(1) << 40);
+				e->c->replicas[3].priority = INT64_C(1) << 40;
 			}
-			assert_int_equal(rlb_policy_precompute(e->c,
-							       "r17.example"),
-					 0);
+			assert_int_equal(
+				rlb_policy_precompute(e->c, "r17.example"), 0);
 			for (int rep = 0; rep < 5; rep++) {
 				select_now(e);
 				check_selection_sorted(e, 2);
 			}
-			if (wide) {
+			if (wide > 0) {
 				assert_int_equal(e->sel->order[0], 0);
-				assert_int_equal(e->sel->order[n - 1], 1);
+				assert_int_equal(e->sel->order[n - 1], 3);
 			}
 			env_free(e);
 		}
@@ -1104,7 +1153,7 @@ static void test_select_many_ties_uniform(void **state)
 /* Exactly at and just past the stack limit, round_robin rotates. */
 static void test_select_round_robin_stack_boundary(void **state)
 {
-	static const size_t sizes[] = { 1, 2, 64, 65 };
+	static const size_t sizes[] = {1, 2, 64, 65};
 
 	for (size_t k = 0; k < ARRAY_SIZE(sizes); k++) {
 		size_t n = sizes[k];
