@@ -88,12 +88,31 @@ static struct hostent static_host;
 static char *static_buf;
 static size_t static_len;
 
+static pthread_once_t static_once = PTHREAD_ONCE_INIT;
+
+static void static_lock_acquire(void)
+{
+	pthread_mutex_lock(&static_lock);
+}
+
+static void static_lock_release(void)
+{
+	pthread_mutex_unlock(&static_lock);
+}
+
+static void static_init(void)
+{
+	pthread_atfork(static_lock_acquire, static_lock_release,
+		       static_lock_release);
+}
+
 static struct hostent *virtual_gethostbyname(struct rlb_cluster *c,
 					     const char *name, int af)
 {
 	struct hostent *result = NULL;
 	int herr = 0, rc;
 
+	pthread_once(&static_once, static_init);
 	pthread_mutex_lock(&static_lock);
 	for (;;) {
 		if (!static_buf) {

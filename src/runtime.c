@@ -44,6 +44,8 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	pthread_mutex_unlock(&cfg_lock);
+	/* A reload another thread was doing is not going on in the child. */
+	atomic_flag_clear(&reload_busy);
 	rlb_util_after_fork_child();
 }
 

@@ -22,7 +22,12 @@ clusters = (
     replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); },
   { name = "tcp.cluster";
     port = $TPORT;
-    replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); }
+    replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); },
+  { name = "decay.cluster";
+    distributed_replica_error_half_life = 2;
+    replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); },
+  { name = "v6.cluster";
+    replicas = ( "[::1]", "127.0.0.3" ); }
 );
 EOF
 
@@ -93,6 +98,34 @@ check_eq "curl: a restarted replica stays last while it has errors" \
 rlbctl reset >/dev/null 2>&1
 check_eq "curl: after reset, replica 1 again" "replica=r1" \
 	"$(rcurl "http://demo.cluster:$HPORT/")"
+
+# An IPv6 replica that refuses (nothing listens on [::1]): curl's happy
+# eyeballs moves on to IPv4, the refusal counts against [::1].
+check_eq "curl: IPv6 replica refused, answer from the IPv4 one" \
+	"replica=r2" "$(rcurl "http://v6.cluster:$HPORT/")"
+check_eq "curl: the IPv6 replica's refusal counted" "1 0" \
+	"$(replica_errors v6.cluster ::1) $(replica_errors v6.cluster 127.0.0.3)"
+
+# Half-life 2 s: the error of a replica that came back decays and it is
+# first again. (Checks right after the failover happen within a second of
+# the cluster's first selection, before any halving is due.)
+stop_replica r1
+check_eq "decay: replica 1 stopped, answer from replica 2" "replica=r2" \
+	"$(rcurl "http://decay.cluster:$HPORT/")"
+check_eq "decay: replica 1 last for now" "127.0.0.3 127.0.0.4 127.0.0.2" \
+	"$(peek decay.cluster)"
+start_replica r1 127.0.0.2 "$HPORT" http || fail "restart r1"
+sleep 3.1
+check_eq "decay: after the half-life, replica 1 first again" "replica=r1" \
+	"$(rcurl "http://decay.cluster:$HPORT/")"
+check_eq "decay: its count halved to 0" "0" \
+	"$(replica_errors decay.cluster 127.0.0.2)"
+
+# The shared state: directory 0700, files 0600 (SPEC 5).
+check_eq "state dir created 0700" "700" "$(stat -c %a "$REPLICALB_STATE_DIR")"
+check_eq "state files are 0600" "" \
+	"$(find "$REPLICALB_STATE_DIR" -type f ! -perm 0600)"
+check "state files exist" test -n "$(find "$REPLICALB_STATE_DIR" -type f)"
 
 # Every replica down: curl fails; each one is counted once.
 for i in 1 2 3; do stop_replica "r$i"; done

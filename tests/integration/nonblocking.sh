@@ -24,7 +24,10 @@ clusters = (
     port = $PORT;
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "hole.cluster";
-    replicas = ( "127.0.0.5:$BPORT", "127.0.0.3:$PORT" ); }
+    replicas = ( "127.0.0.5:$BPORT", "127.0.0.3:$PORT" ); },
+  { name = "up.cluster";
+    port = $PORT;
+    replicas = ( "127.0.0.3" ); }
 );
 EOF
 
@@ -40,8 +43,8 @@ errs()
 reset()
 {
 	rlbctl reset >/dev/null 2>&1
-	check_eq "reset ($1)" "0 0 0" \
-		"$(errs nb.cluster 127.0.0.2) $(errs hole.cluster 127.0.0.5) $(errs hole.cluster 127.0.0.3)"
+	check_eq "reset ($1)" "0 0 0 0" \
+		"$(errs nb.cluster 127.0.0.2) $(errs hole.cluster 127.0.0.5) $(errs hole.cluster 127.0.0.3) $(errs up.cluster 127.0.0.3)"
 }
 
 # ---------------------------------------------------------------------
@@ -82,7 +85,7 @@ check_eq "curl: refusal counted once" "1" "$(errs nb.cluster 127.0.0.2)"
 # prints what libc told it, so that a failure shows which step differs.
 
 cat >"$T/nb.py" <<'EOF'
-import errno, select, socket, sys, time
+import errno, os, select, socket, sys, time
 
 def first_addr(name):
     return socket.getaddrinfo(name, 1, socket.AF_INET, socket.SOCK_STREAM)[0][4]
@@ -125,6 +128,36 @@ elif mode in ("quick", "slow"):
     _, w, _ = select.select([], [s], [], 0)
     print("pending", "no" if w else "yes", soerr(s))
     s.close()
+elif mode in ("unpolled", "dup2"):
+    # unpolled: connect, never look at the outcome, close after 0.5 s;
+    # dup2: a pipe replaces the pending socket's fd after 50 ms (which
+    # ends the attempt), and that fd is closed 0.5 s later
+    s, rc, took = nb_connect(addr)
+    print("connect", rc)
+    if mode == "dup2":
+        time.sleep(0.05)
+        r, w = os.pipe()
+        os.dup2(r, s.fileno())
+        os.close(r)
+        os.close(w)
+    time.sleep(0.5)
+    s.close()
+    print("closed")
+elif mode == "errno":
+    # blocking connect through libc directly: errno is libc's, untouched
+    # by the library's bookkeeping (success keeps a preset value)
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    sa = struct.pack("<H", socket.AF_INET) + struct.pack(">H", addr[1]) + \
+        socket.inet_aton(addr[0]) + bytes(8)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ctypes.set_errno(4242)
+    rc = libc.connect(s.fileno(), sa, len(sa))
+    e = ctypes.get_errno()
+    ctypes.set_errno(4242)
+    rc2 = libc.close(s.detach())
+    print("connect", rc, errno.errorcode.get(e, str(e)), "close", rc2,
+          ctypes.get_errno())
 elif mode == "sndtimeo":
     # blocking connect cut short by SO_SNDTIMEO: EINPROGRESS
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -179,6 +212,49 @@ check_eq "blocking connect with SO_SNDTIMEO 300 ms: EINPROGRESS" \
 check_eq "SO_SNDTIMEO cut-short connect counted as timeout" "1" \
 	"$(errs hole.cluster 127.0.0.5)"
 
+reset "unpolled"
+check_eq "unpolled connect to a live replica, closed after 0.5 s" \
+	"$(printf 'addr 127.0.0.3\nconnect EINPROGRESS\nclosed')" \
+	"$(nbpy unpolled up.cluster)"
+check_eq "it had completed: nothing counted" "0" "$(errs up.cluster 127.0.0.3)"
+check_eq "unpolled connect to a refusing replica, closed after 0.5 s" \
+	"$(printf 'addr 127.0.0.2\nconnect EINPROGRESS\nclosed')" \
+	"$(nbpy unpolled nb.cluster)"
+check_eq "it had failed: counted once" "1" "$(errs nb.cluster 127.0.0.2)"
+
+reset "errno"
+check_eq "errno: connect to a replica that answers keeps errno, close too" \
+	"$(printf 'addr 127.0.0.3\nconnect 0 4242 close 0 4242')" \
+	"$(nbpy errno up.cluster)"
+check_eq "errno: refused connect to a replica sets ECONNREFUSED" \
+	"$(printf 'addr 127.0.0.2\nconnect -1 ECONNREFUSED close 0 4242')" \
+	"$(REPLICALB_LOG_LEVEL=debug nbpy errno nb.cluster 2>/dev/null)"
+check_eq "errno: that refusal counted" "1" "$(errs nb.cluster 127.0.0.2)"
+
+reset "dup2"
+check_eq "pending socket replaced by dup2 after 50 ms, closed 0.5 s later" \
+	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS\nclosed')" \
+	"$(nbpy dup2 hole.cluster)"
+check_eq "the attempt ended at 50 ms: not counted as a timeout" "0" \
+	"$(errs hole.cluster 127.0.0.5)"
+
 check_empty "all of the above: silent" "$T/nb.err"
+
+# The same with debug logging: what the program sees (errno included) is
+# unchanged, and the log has one selection and one counted error.
+reset "debug"
+: >"$T/nb.err"
+check_eq "debug: SO_ERROR refusal, program output unchanged" \
+	"$(printf 'addr 127.0.0.2\nconnect EINPROGRESS\nso_error ECONNREFUSED 0')" \
+	"$(REPLICALB_LOG_LEVEL=debug nbpy soerror nb.cluster)"
+check_eq "debug: two lines (selection, counted error)" "2" \
+	"$(grep -c '^replicalb\[[0-9]*\]: ' "$T/nb.err")"
+check_eq "debug: nothing but prefixed lines" "$(grep -c . "$T/nb.err")" \
+	"$(grep -c '^replicalb\[[0-9]*\]: ' "$T/nb.err")"
+reset "debug, repeated connect"
+out=$(REPLICALB_LOG_LEVEL=debug nbpy reconnect nb.cluster)
+check_match "debug: repeated connect still reports ECONNREFUSED" \
+	'^reconnect ECONNREFUSED$' "$out"
+check_eq "debug: counted once" "1" "$(errs nb.cluster 127.0.0.2)"
 
 finish

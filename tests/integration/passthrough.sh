@@ -149,6 +149,28 @@ print("getsockopt bad fd", ctypes.c_int(libc.getsockopt(-1, 1, 4, None, None)).v
       errno.errorcode.get(ctypes.get_errno()))
 ctypes.set_errno(0)
 print("connect bad fd", libc.connect(-1, None, 0), errno.errorcode.get(ctypes.get_errno()))
+
+# Successful connect, getsockopt and close leave errno alone.
+import struct
+L = socket.socket(I4, S)
+L.bind(("127.0.0.1", 0))
+L.listen(4)
+sa = struct.pack("<H", I4) + struct.pack(">H", L.getsockname()[1]) + \
+    socket.inet_aton("127.0.0.1") + bytes(8)
+s = socket.socket(I4, S)
+ctypes.set_errno(4242)
+rc = libc.connect(s.fileno(), sa, len(sa))
+e1 = ctypes.get_errno()
+v, vl = ctypes.c_int(-1), ctypes.c_uint(4)
+ctypes.set_errno(4242)
+rc2 = libc.getsockopt(s.fileno(), socket.SOL_SOCKET, socket.SO_ERROR,
+                      ctypes.byref(v), ctypes.byref(vl))
+e2 = ctypes.get_errno()
+ctypes.set_errno(4242)
+rc3 = libc.close(s.detach())
+e3 = ctypes.get_errno()
+print("errno kept: connect %d %d, getsockopt %d %d %d, close %d %d" %
+      (rc, e1, rc2, v.value, e2, rc3, e3))
 EOF
 
 export PROBE_CLOSED=$CLOSED
@@ -298,6 +320,12 @@ clusters = ( { name = "demo.cluster";
   replicas = ( "127.0.0.2" ] ); } );
 EOF
 broken_checks "syntax error" 3
+
+# log_level none: not even that message.
+REPLICALB_LOG_LEVEL=none preload $PROBE >"$T/none.out" 2>"$T/none.err"
+check "broken config, REPLICALB_LOG_LEVEL=none: identical output" \
+	cmp "$T/base.out" "$T/none.out"
+check_empty "broken config, REPLICALB_LOG_LEVEL=none: silent" "$T/none.err"
 
 # The virtual name is not virtual while the config is broken.
 out=$(vorder preload_nss env)

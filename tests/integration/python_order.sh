@@ -46,9 +46,17 @@ clusters = (
     load_balancing = "in_order";
     replicas = ( "$BADHOST", "127.0.0.2" ); },
   { name = "unres1.cluster";
-    replicas = ( "$BADHOST" ); }
+    replicas = ( "$BADHOST" ); },
+  { name = "prio.cluster";
+    load_balancing = "in_order";
+    replicas = ( "127.0.0.2", { host = "127.0.0.3"; priority = 2; },
+                 { host = "127.0.0.4"; priority = 0; } ); },
+  { name = "big.cluster";
+    load_balancing = "in_order";
+    replicas = ( $(for i in $(seq 100); do printf '"127.0.1.%d", ' "$i"; done | sed 's/, $//') ); }
 );
 EOF
+BIG=$(for i in $(seq 100); do printf '127.0.1.%d ' "$i"; done | sed 's/ $//')
 
 gai()
 {
@@ -122,31 +130,44 @@ cat >"$T/same.py" <<'EOF'
 import socket, sys
 name, port, replicas = sys.argv[1], sys.argv[2], sys.argv[3:]
 ok = True
-for fam in (0, socket.AF_INET, socket.AF_INET6):
-    for typ in (0, socket.SOCK_STREAM, socket.SOCK_DGRAM):
+S = socket
+FLAGS = (0, S.AI_NUMERICSERV, S.AI_ADDRCONFIG, S.AI_V4MAPPED,
+         S.AI_V4MAPPED | S.AI_ALL, S.AI_PASSIVE, S.AI_CANONNAME)
+for fam in (0, S.AF_INET, S.AF_INET6):
+  for typ in (0, S.SOCK_STREAM, S.SOCK_DGRAM):
+    for serv in (port, "http", "domain", "no-such-service", None):
+      for flags in FLAGS:
         want, err = [], None
         for r in replicas:
+            # HOST@PORT: a replica with its own port, which wins
+            host, _, rport = r.partition("@")
             try:
-                want += [x[:3] + (x[4],)
-                         for x in socket.getaddrinfo(r, port, fam, typ)]
-            except socket.gaierror as e:
+                want += [x[:3] + (x[4],) for x in
+                         S.getaddrinfo(host, rport or serv, fam, typ, 0,
+                                       flags)]
+            except S.gaierror as e:
                 err = "gaierror %d" % e.errno
         # nothing fits: libc's error for the last failure
         want = want or err
         try:
-            got = [x[:3] + (x[4],)
-                   for x in socket.getaddrinfo(name, port, fam, typ)]
-        except socket.gaierror as e:
+            got = [x[:3] + (x[4],) for x in
+                   S.getaddrinfo(name, serv, fam, typ, 0, flags)]
+        except S.gaierror as e:
             got = "gaierror %d" % e.errno
         if want != got:
-            print("family %d type %d: want %r got %r" % (fam, typ, want, got))
+            print("family %d type %d service %s flags %#x: want %r got %r"
+                  % (fam, typ, serv, flags, want, got))
             ok = False
 sys.exit(0 if ok else 1)
 EOF
-check "hints: family x socktype lists match libc's per replica" \
+check "hints: family x socktype x service x flags match libc's per replica" \
 	preload $PY "$T/same.py" inorder.cluster 8123 127.0.0.2 127.0.0.3 127.0.0.4
 check "hints: mixed IPv4/IPv6 replicas, all families" \
-	preload $PY "$T/same.py" mixed.cluster "$RPORT" ::1 127.0.0.2 2001:db8::7 127.0.0.3
+	preload $PY "$T/same.py" mixed.cluster "$RPORT" "::1@$RPORT" 127.0.0.2 \
+	2001:db8::7 127.0.0.3
+check "hints: replicas with cluster and own ports" \
+	preload $PY "$T/same.py" ports.cluster 9999 "127.0.0.2@$CPORT" \
+	"127.0.0.3@$RPORT" "127.0.0.4@$RPORT"
 
 check_eq "AF_INET keeps only IPv4 replicas, in order" \
 	"127.0.0.2:$RPORT 127.0.0.3:$RPORT" "$(gai -4 mixed.cluster "$RPORT")"
@@ -176,6 +197,23 @@ check_eq "unresolvable replica: one error counted" "1" \
 	"$(replica_errors unres.cluster "$BADHOST")"
 check_eq "no replica resolvable: libc's error (EAI_NONAME)" "error EAI_NONAME" \
 	"$(gai unres1.cluster 80)"
+
+check_eq "service name unknown: EAI_SERVICE like libc" \
+	"$($PY "$GAI" 127.0.0.2 no-such-service)" \
+	"$(gai inorder.cluster no-such-service)"
+
+# Config priority comes before the policy (lower first).
+check_eq "priority 0, 1, 2 before in_order's index" \
+	"127.0.0.4 127.0.0.2 127.0.0.3" "$(gai -u prio.cluster 80)"
+
+# 100 replicas (more than fit the library's on-stack selection).
+check_eq "100 replicas, in_order" "$BIG" "$(gai -u big.cluster 80)"
+check_eq "100 replicas, round_robin (env): index 1 first, index 0 last" \
+	"$(echo "$BIG" | cut -d' ' -f2-) 127.0.1.1" \
+	"$(REPLICALB_LOAD_BALANCING=round_robin gai -u big.cluster 80)"
+check_eq "100 replicas, gethostbyname_ex" \
+	"127.0.1.1 big.cluster $BIG" \
+	"$(preload $PY -c 'import socket; h, a, l = socket.gethostbyname_ex("big.cluster"); print(h, *a, *l)' 2>>"$T/stderr")"
 
 # ---------------------------------------------------------------------
 # Name matching: case-insensitive, one trailing dot.
@@ -230,6 +268,44 @@ rc = libc.gethostbyname2_r(name.encode(), socket.AF_INET6, ctypes.byref(he),
                            buf, 8192, ctypes.byref(res), ctypes.byref(herr))
 print("r2 inet6 rc=%d" % rc, end=" ")
 show("", res if rc == 0 else None)
+
+# Every buffer size 0..1023: ERANGE (result NULL, h_errno NETDB_INTERNAL)
+# until it fits, then success with every pointer inside the caller's
+# buffer; nothing written past buflen.
+class hostent_raw(ctypes.Structure):
+    _fields_ = [("h_name", ctypes.c_void_p), ("h_aliases", ctypes.c_void_p),
+                ("h_addrtype", ctypes.c_int), ("h_length", ctypes.c_int),
+                ("h_addr_list", ctypes.c_void_p)]
+def ptrs(arr):
+    out, i = [], 0
+    a = ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p))
+    while a[i]:
+        out.append(a[i]); i += 1
+    return out
+bad, fits = [], None
+for size in range(1024):
+    raw = ctypes.create_string_buffer(b"\xa5" * (size + 64), size + 64)
+    he, res, herr = hostent_raw(), ctypes.c_void_p(), ctypes.c_int(0)
+    rc = libc.gethostbyname_r(name.encode(), ctypes.byref(he), raw, size,
+                              ctypes.byref(res), ctypes.byref(herr))
+    if raw.raw[size:] != b"\xa5" * 64:
+        bad.append("size %d: written past the buffer" % size)
+    lo, hi = ctypes.addressof(raw), ctypes.addressof(raw) + size
+    if rc == 0:
+        fits = size if fits is None else fits
+        inside = [he.h_name, he.h_aliases, he.h_addr_list]
+        inside += ptrs(he.h_aliases) + ptrs(he.h_addr_list)
+        if res.value != ctypes.addressof(he):
+            bad.append("size %d: result is not the caller's hostent" % size)
+        if any(p is None or not lo <= p < hi for p in inside):
+            bad.append("size %d: pointer outside the buffer" % size)
+    elif rc != 34 or res.value or herr.value != -1:
+        bad.append("size %d: rc %d result %r h_errno %d" % (size, rc, res.value, herr.value))
+    elif fits is not None:
+        bad.append("size %d: ERANGE after size %d fitted" % (size, fits))
+    if len(bad) > 3:
+        break
+print("sweep", "fits" if fits is not None and not bad else "bad", *bad)
 EOF
 preload $PY "$T/ghbn.py" inorder.cluster >"$T/ghbn.out" 2>>"$T/stderr"
 ghbn=$(cat "$T/ghbn.out")
@@ -247,6 +323,8 @@ check_eq "gethostbyname2(AF_INET): same order" \
 check_eq "gethostbyname_r, 8-byte buffer: ERANGE" "r 8 rc=34  NULL" "$(line 'r 8 ')"
 check_eq "gethostbyname_r, 64-byte buffer: ERANGE" "r 64 rc=34  NULL" \
 	"$(line 'r 64 ')"
+check_eq "gethostbyname_r, sizes 0..1023: ERANGE, then only the caller's buffer" \
+	"sweep fits" "$(line 'sweep')"
 check_eq "gethostbyname_r, big buffer: same order" \
 	"r 8192 rc=0  r1.test inorder.cluster 2 127.0.0.2 127.0.0.3 127.0.0.4" \
 	"$(line 'r 8192 ')"
@@ -262,6 +340,28 @@ check_eq "gethostbyname_ex on mixed: IPv4 replicas, h_name of the first" \
 	"ex 127.0.0.2 mixed.cluster 127.0.0.2 127.0.0.3" "$(line 'ex ')"
 
 check_empty "all of the above: stderr silent" "$T/stderr"
+
+# ---------------------------------------------------------------------
+# Per-application files: apps.d/APP.conf beside the main file, APP from
+# REPLICALB_APP or the program's name; clusters replace same-named ones,
+# top-level settings override the main file's.
+
+mkdir -p "$T/apps.d"
+cat >"$T/apps.d/special.conf" <<EOF
+clusters = ( { name = "inorder.cluster"; load_balancing = "in_order";
+               replicas = ( "127.0.0.4", "127.0.0.3" ); } );
+EOF
+check_eq "REPLICALB_APP=special: its cluster replaces the main file's" \
+	"127.0.0.4 127.0.0.3" "$(REPLICALB_APP=special gai -u inorder.cluster 80)"
+check_eq "without REPLICALB_APP: python3 has no app file" \
+	"127.0.0.2 127.0.0.3 127.0.0.4" "$(gai -u inorder.cluster 80)"
+echo 'load_balancing = "in_order";' >"$T/apps.d/python3.conf"
+check_eq "apps.d/python3.conf: top-level policy overrides the main file's" \
+	"$(printf '127.0.0.2 127.0.0.3 127.0.0.4\n%.0s' 1 2 3 4 5 6)" \
+	"$(gai -u -n 6 random.cluster 80)"
+check_eq "apps.d/python3.conf: other clusters unchanged" \
+	"127.0.0.4 127.0.0.2 127.0.0.3" "$(gai -u prio.cluster 80)"
+rm -rf "$T/apps.d"
 
 # ---------------------------------------------------------------------
 # Debug log: one line per selection, prefixed replicalb[PID]:.

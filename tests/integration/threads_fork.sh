@@ -65,4 +65,28 @@ check_eq "round_robin: the healthy replica has no errors" "0" \
 check_eq "the refusing replica is last" "127.0.0.3 127.0.0.2" \
 	"$(peek hammer.cluster)"
 
+# Four processes at once (4 threads each): N concurrent failures from many
+# processes add exactly N.
+before=$(replica_errors hammer.cluster 127.0.0.2)
+pids=
+for i in 1 2 3 4; do
+	timeout 60 env LD_PRELOAD="$RLB_LIB" "$HAMMER" -t 4 -i 500 -f 0 -x 0 \
+		hammer.cluster 1 </dev/null >"$T/par$i.out" 2>"$T/par$i.err" &
+	pids="$pids $!"
+done
+total=0
+for pid in $pids; do
+	wait "$pid"
+	rc=$?
+	[ "$rc" -eq 0 ] || fail "parallel hammer exited $rc"
+done
+for i in 1 2 3 4; do
+	n=$(field refused "$(cat "$T/par$i.out")")
+	total=$((total + ${n:-0}))
+done
+check_eq "parallel: 4 x 2000 refused connects seen" "8000" "$total"
+check_eq "parallel: the count grew by exactly that" "$((before + total))" \
+	"$(replica_errors hammer.cluster 127.0.0.2)"
+check_eq "parallel: silent" "" "$(cat "$T"/par*.err)"
+
 finish
