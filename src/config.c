@@ -540,6 +540,17 @@ static void parse_replica_string(struct parser *p, const config_setting_t *s,
 		r->host = xstrndup(p, host, len);
 }
 
+/* Parse an IP literal already known to be valid. */
+static bool literal_parse(const char *v, struct rlb_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, v, a->bytes) == 1)
+		a->family = AF_INET;
+	else if (inet_pton(AF_INET6, v, a->bytes) == 1)
+		a->family = AF_INET6;
+	return a->family != 0;
+}
+
 static void parse_address(struct parser *p, const config_setting_t *s,
 			  struct rlb_replica *r)
 {
@@ -563,7 +574,8 @@ static void parse_address(struct parser *p, const config_setting_t *s,
 		return;
 	}
 	r->pinned = calloc((size_t)n, sizeof(*r->pinned));
-	if (!r->pinned) {
+	r->literal = calloc((size_t)n, sizeof(*r->literal));
+	if (!r->pinned || !r->literal) {
 		p->nomem = true;
 		return;
 	}
@@ -587,8 +599,10 @@ static void parse_address(struct parser *p, const config_setting_t *s,
 			continue;
 		}
 		r->pinned[r->npinned] = xstrdup(p, v);
-		if (r->pinned[r->npinned])
-			r->npinned++;
+		if (!r->pinned[r->npinned])
+			continue;
+		r->npinned++;
+		literal_parse(v, &r->literal[r->nliteral++]);
 	}
 }
 
@@ -700,6 +714,20 @@ static void finish_replicas(struct parser *p, struct rlb_cluster *c)
 			continue;
 		if (!r->port)
 			r->port = c->port;
+		/* A host that is an IP literal needs no DNS either. */
+		if (!r->nliteral) {
+			struct rlb_addr a;
+
+			if (literal_parse(r->host, &a)) {
+				r->literal = malloc(sizeof(a));
+				if (!r->literal) {
+					p->nomem = true;
+					continue;
+				}
+				r->literal[0] = a;
+				r->nliteral = 1;
+			}
+		}
 		rlb_ascii_lower(key, r->host, RLB_MAX_HOST + 1);
 		n = strlen(key);
 		n += (size_t)snprintf(key + n, sizeof(key) - n, ":%d", r->port);
@@ -909,6 +937,7 @@ static void cluster_free(struct rlb_cluster *c)
 		for (size_t k = 0; k < r->npinned; k++)
 			free(r->pinned[k]);
 		free(r->pinned);
+		free(r->literal);
 		free(r->host);
 	}
 	free(c->replicas);

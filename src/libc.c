@@ -69,6 +69,7 @@ static int syscall_close(int fd)
 
 static struct rlb_libc table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static atomic_bool table_bound;
 
 #define BIND(field, fallback)                                          \
 	do {                                                           \
@@ -89,11 +90,14 @@ static void bind_table(void)
 	BIND(connect, syscall_connect);
 	BIND(getsockopt, syscall_getsockopt);
 	BIND(close, syscall_close);
+	atomic_store_explicit(&table_bound, true, memory_order_release);
 	errno = saved;
 }
 
 struct rlb_libc *rlb_libc(void)
 {
-	pthread_once(&table_once, bind_table);
+	/* Every hooked call comes here: skip pthread_once once bound. */
+	if (!atomic_load_explicit(&table_bound, memory_order_acquire))
+		pthread_once(&table_once, bind_table);
 	return &table;
 }

@@ -403,6 +403,81 @@ static struct rlb_selection *run_selection(struct rlb_cluster *c,
 	return sel;
 }
 
+/*
+ * The fast path: replicas whose addresses are IP literals (pinned, or
+ * the host itself) are answered without asking libc, for the questions
+ * whose answer libc gives for a numeric host is plain (checked against
+ * libc in test_resolve). Anything unusual takes the general path.
+ */
+struct literal_question {
+	int family;		/* AF_UNSPEC, AF_INET or AF_INET6 */
+	uint16_t port;		/* network order: the caller's service */
+	size_t ntypes;
+	int socktype[3];
+	int protocol[3];
+};
+
+static bool literal_port(const char *service, uint16_t *port)
+{
+	unsigned long v = 0;
+	size_t len;
+
+	if (!service) {
+		*port = 0;
+		return true;
+	}
+	len = strlen(service);
+	if (len > 9 || strspn(service, "0123456789") != len)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		v = v * 10 + (unsigned long)(service[i] - '0');
+	/* libc takes a numeric service modulo 2^16, as strtoul would. */
+	*port = htons((uint16_t)v);
+	return true;
+}
+
+static bool literal_question_init(const struct addrinfo *q,
+				  const char *service,
+				  struct literal_question *lq)
+{
+	const int plain = AI_CANONNAME | AI_NUMERICSERV | AI_PASSIVE |
+			  AI_V4MAPPED | AI_ALL;
+	int st = q->ai_socktype, pr = q->ai_protocol;
+
+	if (q->ai_flags & ~plain)
+		return false;
+	if (q->ai_family != AF_UNSPEC && q->ai_family != AF_INET &&
+	    q->ai_family != AF_INET6)
+		return false;
+	/* IPv4 literals mapped into AF_INET6 answers: leave it to libc. */
+	if (q->ai_family == AF_INET6 && (q->ai_flags & AI_V4MAPPED))
+		return false;
+	lq->family = q->ai_family;
+	lq->ntypes = 0;
+	if (st == 0 && pr == 0) {
+		lq->ntypes = 3;
+		lq->socktype[0] = SOCK_STREAM;
+		lq->protocol[0] = IPPROTO_TCP;
+		lq->socktype[1] = SOCK_DGRAM;
+		lq->protocol[1] = IPPROTO_UDP;
+		lq->socktype[2] = SOCK_RAW;
+		lq->protocol[2] = 0;
+	} else if ((st == SOCK_STREAM || st == 0) &&
+		   (pr == 0 || pr == IPPROTO_TCP)) {
+		lq->ntypes = 1;
+		lq->socktype[0] = SOCK_STREAM;
+		lq->protocol[0] = IPPROTO_TCP;
+	} else if ((st == SOCK_DGRAM || st == 0) &&
+		   (pr == 0 || pr == IPPROTO_UDP)) {
+		lq->ntypes = 1;
+		lq->socktype[0] = SOCK_DGRAM;
+		lq->protocol[0] = IPPROTO_UDP;
+	} else {
+		return false;
+	}
+	return literal_port(service, &lq->port);
+}
+
 /* One addrinfo node in glibc's layout: node and sockaddr in one block. */
 static struct addrinfo *new_node(const struct cached_addr *a)
 {
@@ -417,6 +492,57 @@ static struct addrinfo *new_node(const struct cached_addr *a)
 	ai->ai_addr = (struct sockaddr *)(ai + 1);
 	memcpy(ai->ai_addr, &a->addr, a->addrlen);
 	return ai;
+}
+
+/*
+ * Append the nodes of literal replica idx for question lq at *tail.
+ * Returns 0, EAI_ADDRFAMILY (no address of the family asked) or
+ * EAI_MEMORY.
+ */
+static int literal_nodes(struct rlb_cluster *c, size_t idx,
+			 const struct literal_question *lq,
+			 struct addrinfo ***tail)
+{
+	const struct rlb_replica *r = &c->replicas[idx];
+	uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
+	int added = 0;
+
+	for (size_t a = 0; a < r->nliteral; a++) {
+		const struct rlb_addr *lit = &r->literal[a];
+		struct cached_addr ca = { .family = lit->family };
+
+		if (lq->family != AF_UNSPEC && lq->family != lit->family)
+			continue;
+		if (lit->family == AF_INET) {
+			struct sockaddr_in *in = (void *)&ca.addr;
+
+			in->sin_family = AF_INET;
+			in->sin_port = port;
+			memcpy(&in->sin_addr, lit->bytes, 4);
+			ca.addrlen = sizeof(*in);
+		} else {
+			struct sockaddr_in6 *in6 = (void *)&ca.addr;
+
+			in6->sin6_family = AF_INET6;
+			in6->sin6_port = port;
+			memcpy(&in6->sin6_addr, lit->bytes, 16);
+			ca.addrlen = sizeof(*in6);
+		}
+		for (size_t t = 0; t < lq->ntypes; t++) {
+			struct addrinfo *ai;
+
+			ca.socktype = lq->socktype[t];
+			ca.protocol = lq->protocol[t];
+			ai = new_node(&ca);
+			if (!ai)
+				return EAI_MEMORY;
+			rlb_track_handout(c, idx, ai->ai_addr, ai->ai_addrlen);
+			**tail = ai;
+			*tail = &ai->ai_next;
+			added++;
+		}
+	}
+	return added ? 0 : EAI_ADDRFAMILY;
 }
 
 static void free_list(struct addrinfo *ai)
@@ -438,8 +564,10 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 	struct rlb_selection *sel, *heap;
 	struct addrinfo q = { 0 }, *head = NULL, **tail = &head;
 	struct cached_addr *addrs = NULL;
+	struct literal_question lq;
 	const char *canon = NULL;
 	int rc, last = 0;
+	bool fast;
 
 	pthread_once(&cache_once, cache_init);
 	if (hints) {
@@ -451,13 +579,25 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 		/* POSIX: NULL hints mean AF_UNSPEC, any type, these flags. */
 		q.ai_flags = AI_V4MAPPED | AI_ADDRCONFIG;
 	}
+	fast = literal_question_init(&q, service, &lq);
 	sel = run_selection(c, &st, &heap);
 	if (!sel)
 		return EAI_MEMORY;
 	for (size_t k = 0; k < sel->n; k++) {
 		uint32_t idx = sel->order[k];
+		const struct rlb_replica *r = &c->replicas[idx];
 		size_t n = 0;
 
+		if (fast && r->nliteral) {
+			rc = literal_nodes(c, idx, &lq, &tail);
+			if (rc == 0 && !canon)
+				canon = r->host;
+			if (rc == EAI_MEMORY)
+				goto out_fail;
+			if (rc)
+				last = rc;
+			continue;
+		}
 		rc = replica_addrs(c, idx, service, &q, &addrs, &n);
 		if (rc) {
 			last = rc;

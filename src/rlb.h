@@ -146,12 +146,22 @@ struct rlb_settings {
 	int64_t connect_timeout_ms;
 };
 
+/* An IP address literal, parsed once at config load. */
+struct rlb_addr {
+	int family;		/* AF_INET or AF_INET6 */
+	uint8_t bytes[16];	/* 4 or 16 bytes, network order */
+};
+
 struct rlb_replica {
 	char *host;		/* host string as written, no port/brackets */
 	int port;		/* replica's, else cluster's port; 0: caller's */
 	int64_t priority;	/* config priority, default 1, lower preferred */
 	char **pinned;		/* npinned address literals; skip DNS if any */
 	size_t npinned;
+	struct rlb_addr *literal; /* nliteral addresses known without DNS:
+				   * the pinned ones, or the host itself
+				   * when it is an IP literal */
+	size_t nliteral;
 	uint64_t identity;	/* rlb_hash64 of lowercase host + port: the
 				 * key of its health state across reloads */
 	int line;		/* config line, for messages */

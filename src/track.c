@@ -50,6 +50,11 @@ struct fd_slot {
 static struct addr_slot *addr_table;
 static struct fd_slot *fd_table;
 static atomic_bool active;
+/* Bit h set: some handed-out address has home slot h. A connect() to an
+ * address whose home bit is clear is no replica's: one load decides. */
+static _Atomic uint64_t home_bits[ADDR_SLOTS / 64];
+/* Sockets with a pending entry; while 0, nothing needs clearing. */
+static atomic_uint npending;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void tables_init(void)
@@ -137,6 +142,8 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	if (!addr_table)
 		return;
 	home = addr_home(&d);
+	atomic_fetch_or_explicit(&home_bits[home / 64], 1ULL << (home % 64),
+				 memory_order_release);
 	for (k = 0; k < ADDR_SLOTS; k++) {
 		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
 		uint32_t state = atomic_load_explicit(&s->state,
@@ -176,7 +183,10 @@ static size_t find_owners(const struct dest *d, struct owner *owners)
 {
 	size_t home = addr_home(d), n = 0;
 
-	if (!addr_table)
+	if (!addr_table ||
+	    !(atomic_load_explicit(&home_bits[home / 64],
+				   memory_order_acquire) &
+	      (1ULL << (home % 64))))
 		return 0;
 	for (size_t k = 0; k < ADDR_SLOTS; k++) {
 		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
@@ -288,10 +298,12 @@ static void set_pending(int fd, const struct dest *d)
 
 	if (!s)
 		return;
-	atomic_store_explicit(&s->pending, 0, memory_order_relaxed);
+	if (atomic_exchange(&s->pending, 0))
+		atomic_fetch_sub(&npending, 1);
 	s->d = *d;
 	s->ino = socket_ino(fd);
 	s->start_ms = rlb_monotonic_ms();
+	atomic_fetch_add(&npending, 1);
 	atomic_store_explicit(&s->pending, 1, memory_order_release);
 }
 
@@ -305,15 +317,19 @@ static bool take_pending(int fd, struct fd_slot *copy)
 	*copy = *s;
 	if (!atomic_exchange(&s->pending, 0))
 		return false;
+	atomic_fetch_sub(&npending, 1);
 	return copy->ino == socket_ino(fd);
 }
 
 static void clear_pending(int fd)
 {
-	struct fd_slot *s = fd_slot(fd);
+	struct fd_slot *s;
 
-	if (s)
-		atomic_store_explicit(&s->pending, 0, memory_order_relaxed);
+	if (!atomic_load_explicit(&npending, memory_order_relaxed))
+		return;
+	s = fd_slot(fd);
+	if (s && atomic_exchange(&s->pending, 0))
+		atomic_fetch_sub(&npending, 1);
 }
 
 bool rlb_track_active(void)
@@ -365,6 +381,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val,
 	int saved = errno, err;
 
 	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !s ||
+	    !atomic_load_explicit(&npending, memory_order_relaxed) ||
 	    !atomic_load_explicit(&s->pending, memory_order_acquire) ||
 	    !len || *len < sizeof(int))
 		return rc;
@@ -384,7 +401,8 @@ int rlb_track_close(int fd)
 	int err = 0, saved = errno;
 	socklen_t len = sizeof(err);
 
-	if (take_pending(fd, &copy)) {
+	if (atomic_load_explicit(&npending, memory_order_relaxed) &&
+	    take_pending(fd, &copy)) {
 		if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
 					   &len) == 0 &&
 		    rlb_track_counts(err))

@@ -93,11 +93,12 @@ void rlb_util_after_fork_child(void)
 	atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
 }
 
+/* Coarse clocks: a few ns, and whole seconds or ms is all we need. */
 int64_t rlb_now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	return ts.tv_sec;
 }
 
@@ -105,7 +106,7 @@ int64_t rlb_monotonic_ms(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 

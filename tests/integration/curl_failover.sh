@@ -127,6 +127,29 @@ check_eq "state files are 0600" "" \
 	"$(find "$REPLICALB_STATE_DIR" -type f ! -perm 0600)"
 check "state files exist" test -n "$(find "$REPLICALB_STATE_DIR" -type f)"
 
+# A state directory writable by others is not used: the program works on
+# private state and says so once.
+mkdir -p "$T/open-state"
+chmod 0777 "$T/open-state"
+out=$(REPLICALB_STATE_DIR=$T/open-state rcurl "http://demo.cluster:$HPORT/")
+check_eq "state dir 0777: curl still works" "replica=r1" "$out"
+check_eq "state dir 0777: one warning line" "1" \
+	"$(grep -c '^replicalb\[[0-9]*\]: ' "$T/curl.err")"
+check_eq "state dir 0777: nothing else on stderr" "1" "$(grep -c . "$T/curl.err")"
+check_eq "state dir 0777: no file created in it" "" "$(ls -A "$T/open-state")"
+
+# A corrupt state file is set aside and recreated; counting goes on.
+for f in "$REPLICALB_STATE_DIR"/*; do
+	[ -f "$f" ] && head -c 100 /dev/urandom >"$f"
+done
+stop_replica r1
+check_eq "corrupt state file: curl still fails over" "replica=r2" \
+	"$(rcurl "http://demo.cluster:$HPORT/")"
+check_eq "corrupt state file: the new count is 1" "1" \
+	"$(replica_errors demo.cluster 127.0.0.2)"
+start_replica r1 127.0.0.2 "$HPORT" http || fail "restart r1"
+rlbctl reset >/dev/null 2>&1
+
 # Every replica down: curl fails; each one is counted once.
 for i in 1 2 3; do stop_replica "r$i"; done
 rcurl "http://demo.cluster:$HPORT/" >/dev/null

@@ -9,18 +9,29 @@ rlb_setup
 
 HAMMER=$top_builddir/tests/helpers/hammer
 PORT=$(free_port)
+# 16 threads x ITERS rounds; threads 0-3 fork every FORK_EVERY rounds (a
+# child does 3 rounds), threads 4-5 exec every EXEC_EVERY rounds (the
+# hammer doing 3 rounds, /bin/true, python3).
+ITERS=500 FORK_EVERY=50 EXEC_EVERY=125
+FORKS=$((4 * ITERS / FORK_EVERY))
+EXEC_ROUNDS=$((2 * ITERS / EXEC_EVERY))
+ROUNDS=$((16 * ITERS + 3 * FORKS + 3 * EXEC_ROUNDS))
 
-write_config <<EOF
-load_balancing = "in_order";
+config()	# POLICY FIRST SECOND
+{
+	cat <<EOF
+load_balancing = "$1";
 distributed_replica_error_half_life = 1000000;
 distributed_replica_error_cap = 1000000;
 connect_timeout_ms = 60000;
 clusters = (
   { name = "hammer.cluster";
     port = $PORT;
-    replicas = ( "127.0.0.2", "127.0.0.3" ); }
+    replicas = ( "$2", "$3" ); }
 );
 EOF
+}
+config in_order 127.0.0.2 127.0.0.3 | write_config
 
 check "hammer is built" test -x "$HAMMER"
 start_replica up 127.0.0.3 "$PORT" tcp || fail "start replica 127.0.0.3"
@@ -36,16 +47,17 @@ hammer_run()	# LABEL [env assignments...]
 	local label=$1 out rc refused
 	shift
 	out=$(timeout 60 env "$@" LD_PRELOAD="$RLB_LIB" "$HAMMER" -t 16 \
-		-i 1000 -f 100 -x 250 -p "$PY" hammer.cluster 1 \
+		-i $ITERS -f $FORK_EVERY -x $EXEC_EVERY -p "$PY" hammer.cluster 1 \
 		</dev/null 2>"$T/hammer.err")
 	rc=$?
 	echo "    $label: $out"
 	check_eq "$label: exits 0 (124 = deadlock/timeout)" "0" "$rc"
 	check_empty "$label: silent" "$T/hammer.err"
 	check_eq "$label: every round resolved and reached both replicas" \
-		"16144 16144 16144" \
+		"$ROUNDS $ROUNDS $ROUNDS" \
 		"$(field rounds "$out") $(field ok "$out") $(field refused "$out")"
-	check_eq "$label: fork and exec children all reaped" "40 24 0" \
+	check_eq "$label: fork and exec children all reaped" \
+		"$FORKS $((3 * EXEC_ROUNDS)) 0" \
 		"$(field forks "$out") $(field execs "$out") $(field failures "$out")"
 	REFUSED=$(field refused "$out")
 }
@@ -64,6 +76,30 @@ check_eq "round_robin: the healthy replica has no errors" "0" \
 	"$(replica_errors hammer.cluster 127.0.0.3)"
 check_eq "the refusing replica is last" "127.0.0.3 127.0.0.2" \
 	"$(peek hammer.cluster)"
+
+# The config changing under the threads (snapshots swapped while in use):
+# rewritten every 0.2 s until the hammer is done, alternating two
+# versions with the same replicas, so that their counts carry over.
+before=$(replica_errors hammer.cluster 127.0.0.2)
+(
+	for i in $(seq 150); do
+		[ -f "$T/hammer.done" ] && break
+		if [ $((i % 2)) -eq 0 ]; then
+			config in_order 127.0.0.2 127.0.0.3 | write_config
+		else
+			config round_robin 127.0.0.3 127.0.0.2 | write_config
+		fi
+		sleep 0.2
+	done
+) &
+writer=$!
+bg_track $writer
+hammer_run "config reloading"
+touch "$T/hammer.done"
+wait "$writer"
+config in_order 127.0.0.2 127.0.0.3 | write_config
+check_eq "config reloading: count grew by exactly the refused connects" \
+	"$((before + ${REFUSED:-0}))" "$(replica_errors hammer.cluster 127.0.0.2)"
 
 # Four processes at once (4 threads each): N concurrent failures from many
 # processes add exactly N.

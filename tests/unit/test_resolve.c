@@ -46,7 +46,9 @@ static const char config_text[] =
 	"                 { host = \"r3\"; address = \"127.0.0.33\"; port = 7003; } ); },\n"
 	"  { name = \"bad.cluster\"; load_balancing = \"in_order\";\n"
 	"    replicas = ( \"broken.test\", \"r2.test\" ); },\n"
-	"  { name = \"dead.cluster\"; replicas = ( \"broken.test\" ); }\n"
+	"  { name = \"dead.cluster\"; replicas = ( \"broken.test\" ); },\n"
+	"  { name = \"lit.cluster\"; replicas = ( \"127.0.0.11\",\n"
+	"    { host = \"six\"; address = \"::1\"; } ); load_balancing = \"in_order\"; }\n"
 	");\n";
 
 static int setup(void **state)
@@ -296,6 +298,88 @@ static void test_resolve_hostent_v6(void **state)
 	assert_null(he.h_addr_list[1]);
 }
 
+/* Flatten a list into comparable text (family, type, proto, address). */
+static void list_full(const struct addrinfo *ai, char *out, size_t len)
+{
+	char one[128], addr[80];
+
+	out[0] = '\0';
+	for (; ai; ai = ai->ai_next) {
+		snprintf(one, sizeof(one), "[%d %d %d %s]", ai->ai_family,
+			 ai->ai_socktype, ai->ai_protocol,
+			 node_str(ai, addr, sizeof(addr)));
+		strncat(out, one, len - strlen(out) - 1);
+	}
+}
+
+/*
+ * For IP-literal replicas the library answers without libc; for every
+ * combination of hints that answer must be exactly libc's answer for the
+ * same literals (the concatenation, in replica order).
+ */
+static void test_resolve_literal_answers_match_libc(void **state)
+{
+	static const int families[] = { AF_UNSPEC, AF_INET, AF_INET6 };
+	static const int types[] = { 0, SOCK_STREAM, SOCK_DGRAM, SOCK_RAW,
+				     SOCK_SEQPACKET };
+	static const int protos[] = { 0, IPPROTO_TCP, IPPROTO_UDP };
+	static const int flags[] = { 0, AI_NUMERICSERV, AI_V4MAPPED,
+				     AI_V4MAPPED | AI_ALL, AI_ADDRCONFIG,
+				     AI_PASSIVE };
+	static const char *const services[] = { NULL, "80", "0080", "99999",
+						"http", "" };
+	static const char *const literals[] = { "127.0.0.11", "::1" };
+	struct rlb_cluster *c = rlb_config_find(cfg, "lit.cluster");
+	char got[2048], want[2048], part[1024];
+	size_t combos = 0;
+
+	assert_non_null(c);
+	for (size_t f = 0; f < 3; f++)
+	for (size_t t = 0; t < 5; t++)
+	for (size_t p = 0; p < 3; p++)
+	for (size_t fl = 0; fl < 6; fl++)
+	for (size_t sv = 0; sv < 6; sv++) {
+		struct addrinfo hints = { .ai_family = families[f],
+					  .ai_socktype = types[t],
+					  .ai_protocol = protos[p],
+					  .ai_flags = flags[fl] };
+		struct addrinfo *res = NULL;
+		int rc, want_rc = EAI_NONAME, ok = 0;
+
+		want[0] = '\0';
+		for (size_t l = 0; l < 2; l++) {
+			struct addrinfo *r = NULL;
+			int lrc = real_gai(literals[l], services[sv], &hints,
+					   &r);
+
+			if (lrc) {
+				want_rc = lrc;
+				continue;
+			}
+			ok = 1;
+			list_full(r, part, sizeof(part));
+			strncat(want, part, sizeof(want) - strlen(want) - 1);
+			rlb_libc()->freeaddrinfo(r);
+		}
+		rc = rlb_resolve_getaddrinfo(c, services[sv], &hints, &res);
+		if (ok) {
+			assert_int_equal(rc, 0);
+			list_full(res, got, sizeof(got));
+			rlb_libc()->freeaddrinfo(res);
+			if (strcmp(got, want) != 0)
+				fail_msg("family %d type %d proto %d flags %#x "
+					 "service %s: got %s, libc %s",
+					 families[f], types[t], protos[p],
+					 flags[fl], services[sv] ? services[sv] :
+					 "NULL", got, want);
+		} else {
+			assert_int_equal(rc, want_rc);
+		}
+		combos++;
+	}
+	assert_int_equal(combos, 3 * 5 * 3 * 6 * 6);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +399,8 @@ int main(void)
 		cmocka_unit_test_setup(test_resolve_hostent_order, reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_erange, reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_v6, reset_each),
+		cmocka_unit_test_setup(test_resolve_literal_answers_match_libc,
+				       reset_each),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
