@@ -172,8 +172,7 @@ RLB_EXPORT struct hostent *gethostbyname(const char *name)
 
 RLB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	if (!rlb_track_active())
-		return rlb_libc()->connect(fd, sa, len);
+	/* Checks "is this a replica's address?" first, in a few loads. */
 	return rlb_track_connect(fd, sa, len);
 }
 

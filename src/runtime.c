@@ -30,6 +30,34 @@ static struct timespec broken_mtime;
 static off_t broken_size = -1;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static atomic_bool init_done;
+
+/*
+ * Each thread caches the snapshot it last used, holding one reference,
+ * and only takes cfg_lock when a reload has bumped cfg_gen: resolving a
+ * name takes no lock at all. tls_depth counts acquires not yet released,
+ * so the cache never changes under a caller still using it.
+ */
+static atomic_uint cfg_gen = 1;
+static __thread struct rlb_config *tls_cfg;
+static __thread unsigned tls_gen;
+static __thread unsigned tls_depth;
+static pthread_key_t tls_key;
+static bool tls_key_ok;
+
+/* Drop one reference; the last one frees. */
+static void put_config(struct rlb_config *cfg)
+{
+	if (cfg && atomic_fetch_sub_explicit(&cfg->refs, 1,
+					     memory_order_acq_rel) == 1)
+		rlb_config_free(cfg);
+}
+
+/* A thread that ends gives back the reference its cache held. */
+static void thread_cache_destroy(void *cfg)
+{
+	put_config(cfg);
+}
 
 static void atfork_prepare(void)
 {
@@ -130,10 +158,11 @@ static void load_config(bool initial)
 	pthread_mutex_lock(&cfg_lock);
 	old = current;
 	current = cfg;
+	atomic_fetch_add_explicit(&cfg_gen, 1, memory_order_release);
 	pthread_mutex_unlock(&cfg_lock);
 	if (old) {
 		rlb_log(RLB_LOG_INFO, "reloaded %s", src.path);
-		rlb_runtime_release(old);
+		put_config(old);
 	}
 out_free_diag:
 	rlb_diag_free(&diag);
@@ -148,10 +177,12 @@ static void runtime_init(void)
 	if (disabled)
 		goto out;
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	tls_key_ok = pthread_key_create(&tls_key, thread_cache_destroy) == 0;
 	apply_logging(NULL);
 	load_config(true);
 	atomic_store(&next_check_ms, rlb_monotonic_ms() + RELOAD_INTERVAL_MS);
 out:
+	atomic_store_explicit(&init_done, true, memory_order_release);
 	errno = saved;
 }
 
@@ -175,32 +206,50 @@ static void maybe_reload(void)
 	atomic_flag_clear(&reload_busy);
 }
 
+/*
+ * Refresh this thread's cached snapshot when a reload published a new
+ * one. Never while the thread still uses the old one (nested use).
+ */
+static void refresh_thread_cache(void)
+{
+	struct rlb_config *old = tls_cfg;
+
+	pthread_mutex_lock(&cfg_lock);
+	tls_cfg = current;
+	if (tls_cfg)
+		atomic_fetch_add_explicit(&tls_cfg->refs, 1,
+					  memory_order_relaxed);
+	tls_gen = atomic_load_explicit(&cfg_gen, memory_order_relaxed);
+	pthread_mutex_unlock(&cfg_lock);
+	if (tls_key_ok)
+		pthread_setspecific(tls_key, tls_cfg);
+	put_config(old);
+}
+
 struct rlb_config *rlb_runtime_acquire(void)
 {
-	struct rlb_config *cfg;
 	int saved = errno;
+	unsigned gen;
 
-	pthread_once(&init_once, runtime_init);
+	if (!atomic_load_explicit(&init_done, memory_order_acquire))
+		pthread_once(&init_once, runtime_init);
 	if (disabled)
 		return NULL;
 	maybe_reload();
-	pthread_mutex_lock(&cfg_lock);
-	cfg = current;
-	if (cfg)
-		atomic_fetch_add_explicit(&cfg->refs, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&cfg_lock);
+	gen = atomic_load_explicit(&cfg_gen, memory_order_acquire);
+	if (tls_gen != gen && tls_depth == 0)
+		refresh_thread_cache();
 	errno = saved;
-	return cfg;
+	if (!tls_cfg)
+		return NULL;
+	tls_depth++;
+	return tls_cfg;
 }
 
 void rlb_runtime_release(struct rlb_config *cfg)
 {
-	int saved = errno;
-
-	if (cfg && atomic_fetch_sub_explicit(&cfg->refs, 1,
-					     memory_order_acq_rel) == 1)
-		rlb_config_free(cfg);
-	errno = saved;
+	if (cfg && tls_depth > 0)
+		tls_depth--;
 }
 
 bool rlb_runtime_active(void)

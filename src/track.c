@@ -85,7 +85,6 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len,
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0,
 					      0, 0, 0, 0, 0xff, 0xff };
 
-	memset(d, 0, sizeof(*d));
 	if (!sa)
 		return false;
 	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
@@ -94,6 +93,7 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len,
 		d->family = AF_INET;
 		d->port = in->sin_port;
 		memcpy(d->addr, &in->sin_addr, 4);
+		memset(d->addr + 4, 0, sizeof(d->addr) - 4);
 		return true;
 	}
 	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
@@ -112,16 +112,22 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len,
 	return false;
 }
 
-/* Home slot of an address: a multiply-mix, cheap on every connect(). */
+/* Home slot of an address given as two words: a cheap multiply-mix. */
+static inline size_t home_of(uint64_t a, uint64_t b, int family)
+{
+	uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)family) *
+		     0xbf58476d1ce4e5b9ULL;
+
+	return (h ^ (h >> 29)) % ADDR_SLOTS;
+}
+
 static size_t addr_home(const struct dest *d)
 {
-	uint64_t a, b, h;
+	uint64_t a, b;
 
 	memcpy(&a, d->addr, 8);
 	memcpy(&b, d->addr + 8, 8);
-	h = (a ^ (b * 0x9e3779b97f4a7c15ULL) ^ d->family) *
-	    0xbf58476d1ce4e5b9ULL;
-	return (h ^ (h >> 29)) % ADDR_SLOTS;
+	return home_of(a, b, d->family);
 }
 
 static bool same_addr(const struct dest *a, const struct dest *b)
@@ -142,8 +148,12 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	if (!addr_table)
 		return;
 	home = addr_home(&d);
-	atomic_fetch_or_explicit(&home_bits[home / 64], 1ULL << (home % 64),
-				 memory_order_release);
+	if (!(atomic_load_explicit(&home_bits[home / 64],
+				   memory_order_relaxed) &
+	      (1ULL << (home % 64))))
+		atomic_fetch_or_explicit(&home_bits[home / 64],
+					 1ULL << (home % 64),
+					 memory_order_release);
 	for (k = 0; k < ADDR_SLOTS; k++) {
 		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
 		uint32_t state = atomic_load_explicit(&s->state,
@@ -337,7 +347,58 @@ bool rlb_track_active(void)
 	return atomic_load_explicit(&active, memory_order_relaxed);
 }
 
-int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+/*
+ * Whether sa may be a handed-out address: its home bit is set. Computes
+ * the same home as addr_home() straight from the sockaddr, without a
+ * stack frame: this is all a connect() to any other address pays.
+ */
+static inline __attribute__((always_inline)) bool
+maybe_replica(const struct sockaddr *sa, socklen_t len)
+{
+	uint64_t a = 0, b = 0;
+	int family = AF_INET;
+	size_t home;
+
+	if (!sa)
+		return false;
+	if (sa->sa_family == AF_INET) {
+		uint32_t v4;
+
+		if (len < sizeof(struct sockaddr_in))
+			return false;
+		memcpy(&v4, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		a = v4;
+	} else if (sa->sa_family == AF_INET6) {
+		const uint8_t *p;
+
+		if (len < sizeof(struct sockaddr_in6))
+			return false;
+		p = (const uint8_t *)&((const struct sockaddr_in6 *)sa)
+			    ->sin6_addr;
+		memcpy(&a, p, 8);
+		memcpy(&b, p + 8, 8);
+		if (a == 0 && p[8] == 0 && p[9] == 0 && p[10] == 0xff &&
+		    p[11] == 0xff) {
+			uint32_t v4;
+
+			memcpy(&v4, p + 12, 4);
+			a = v4;	/* v4-mapped: the IPv4 address's home */
+			b = 0;
+		} else {
+			family = AF_INET6;
+		}
+	} else {
+		return false;
+	}
+	home = home_of(a, b, family);
+	return atomic_load_explicit(&home_bits[home / 64],
+				    memory_order_relaxed) &
+	       (1ULL << (home % 64));
+}
+
+/* connect() to an address that may be a replica's: count its failure. */
+static __attribute__((noinline)) int
+connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct owner owners[MAX_OWNERS];
 	struct dest d;
@@ -371,6 +432,16 @@ int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	errno = err;
 	return rc;
+}
+
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	if (!maybe_replica(sa, len)) {
+		if (atomic_load_explicit(&npending, memory_order_relaxed))
+			clear_pending(fd);
+		return rlb_libc()->connect(fd, sa, len);
+	}
+	return connect_replica(fd, sa, len);
 }
 
 int rlb_track_getsockopt(int fd, int level, int name, void *val,

@@ -8,6 +8,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
 
+need_nss_wrapper
 export NSS_WRAPPER_HOSTS=$T/hosts
 write_hosts()
 {
@@ -39,7 +40,7 @@ short()	# policy -> short cluster-name part
 {
 	echo 'load_balancing = "in_order";'
 	echo 'local_hostname = "web-a1.eu";'
-	echo 'dns_cache_ttl = 2;'
+	echo 'dns_cache_ttl = 3;'
 	echo 'clusters = ('
 	for p in $POLICIES; do
 		s=$(short "$p")
@@ -157,7 +158,7 @@ unset NSS_WRAPPER_HOSTNAME
 check_empty "all of the above: stderr silent" "$T/stderr"
 
 # ---------------------------------------------------------------------
-# dns_cache_ttl = 2: a replica's addresses are reused for 2 s, then
+# dns_cache_ttl = 3: a replica's addresses are reused for 3 s, then
 # resolved again (nss_wrapper rereads its changed hosts file).
 
 cat >"$T/moving.py" <<'EOF'
@@ -172,7 +173,7 @@ for _ in range(100):
         break
     time.sleep(0.05)
 print("cached", addr(), flush=True)
-time.sleep(3.2)
+time.sleep(3.5)
 print("expired", addr(), flush=True)
 EOF
 preload_nss $PY "$T/moving.py" "$T/moved" >"$T/moving.out" 2>>"$T/stderr2" &

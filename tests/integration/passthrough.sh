@@ -218,6 +218,7 @@ check "log_level debug: identical output for other names" \
 # ---------------------------------------------------------------------
 # 2. Fake names through nss_wrapper, with the library stacked on top.
 
+need_nss_wrapper
 export NSS_WRAPPER_HOSTS=$T/hosts
 cat >"$NSS_WRAPPER_HOSTS" <<EOF
 127.0.0.20 fake.passthrough.test fakealias

@@ -169,6 +169,47 @@ check "hints: replicas with cluster and own ports" \
 	preload $PY "$T/same.py" ports.cluster 9999 "127.0.0.2@$CPORT" \
 	"127.0.0.3@$RPORT" "127.0.0.4@$RPORT"
 
+# hints == NULL, through libc directly; and freeaddrinfo() of lists from
+# both sources, many times over, under glibc's malloc checking (the debug
+# malloc, when installed, aborts on a bad free).
+MDEBUG=/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0
+[ -f "$MDEBUG" ] || MDEBUG=
+cat >"$T/nullhints.py" <<'EOF'
+import ctypes, sys
+libc = ctypes.CDLL(None)
+class addrinfo(ctypes.Structure):
+    pass
+addrinfo._fields_ = [("ai_flags", ctypes.c_int), ("ai_family", ctypes.c_int),
+                     ("ai_socktype", ctypes.c_int), ("ai_protocol", ctypes.c_int),
+                     ("ai_addrlen", ctypes.c_uint), ("ai_addr", ctypes.c_void_p),
+                     ("ai_canonname", ctypes.c_char_p),
+                     ("ai_next", ctypes.POINTER(addrinfo))]
+def gai(node, serv):
+    res = ctypes.POINTER(addrinfo)()
+    rc = libc.getaddrinfo(node.encode(), serv.encode(), None, ctypes.byref(res))
+    if rc:
+        return "error %d" % rc
+    out, p = [], res
+    while p:
+        a = p.contents
+        out.append((a.ai_family, a.ai_socktype, a.ai_protocol,
+                    ctypes.string_at(a.ai_addr, a.ai_addrlen)))
+        p = a.ai_next
+    libc.freeaddrinfo(res)
+    return out
+name, serv, replicas = sys.argv[1], sys.argv[2], sys.argv[3:]
+want = sum((gai(r, serv) for r in replicas), [])
+got = gai(name, serv)
+for i in range(2000):
+    gai(name, serv)
+    gai(replicas[0], serv)
+print("same" if got == want else "want %r got %r" % (want, got))
+EOF
+check_eq "hints NULL: libc's defaults per replica; freeaddrinfo x 4000" "same" \
+	"$(env GLIBC_TUNABLES=glibc.malloc.check=3 \
+		LD_PRELOAD="$RLB_LIB${MDEBUG:+ $MDEBUG}" $PY "$T/nullhints.py" \
+		inorder.cluster 8123 127.0.0.2 127.0.0.3 127.0.0.4 2>&1)"
+
 check_eq "AF_INET keeps only IPv4 replicas, in order" \
 	"127.0.0.2:$RPORT 127.0.0.3:$RPORT" "$(gai -4 mixed.cluster "$RPORT")"
 check_eq "AF_INET6 keeps only IPv6 addresses, in order" \
