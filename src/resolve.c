@@ -509,34 +509,37 @@ static int literal_nodes(struct rlb_cluster *c, size_t idx,
 
 	for (size_t a = 0; a < r->nliteral; a++) {
 		const struct rlb_addr *lit = &r->literal[a];
-		struct cached_addr ca = { .family = lit->family };
+		socklen_t alen = lit->family == AF_INET ?
+					 sizeof(struct sockaddr_in) :
+					 sizeof(struct sockaddr_in6);
 
 		if (lq->family != AF_UNSPEC && lq->family != lit->family)
 			continue;
-		if (lit->family == AF_INET) {
-			struct sockaddr_in *in = (void *)&ca.addr;
-
-			in->sin_family = AF_INET;
-			in->sin_port = port;
-			memcpy(&in->sin_addr, lit->bytes, 4);
-			ca.addrlen = sizeof(*in);
-		} else {
-			struct sockaddr_in6 *in6 = (void *)&ca.addr;
-
-			in6->sin6_family = AF_INET6;
-			in6->sin6_port = port;
-			memcpy(&in6->sin6_addr, lit->bytes, 16);
-			ca.addrlen = sizeof(*in6);
-		}
 		for (size_t t = 0; t < lq->ntypes; t++) {
-			struct addrinfo *ai;
+			struct addrinfo *ai = malloc(sizeof(*ai) + alen);
 
-			ca.socktype = lq->socktype[t];
-			ca.protocol = lq->protocol[t];
-			ai = new_node(&ca);
 			if (!ai)
 				return EAI_MEMORY;
-			rlb_track_handout(c, idx, ai->ai_addr, ai->ai_addrlen);
+			memset(ai, 0, sizeof(*ai) + alen);
+			ai->ai_family = lit->family;
+			ai->ai_socktype = lq->socktype[t];
+			ai->ai_protocol = lq->protocol[t];
+			ai->ai_addrlen = alen;
+			ai->ai_addr = (struct sockaddr *)(ai + 1);
+			if (lit->family == AF_INET) {
+				struct sockaddr_in *in = (void *)ai->ai_addr;
+
+				in->sin_family = AF_INET;
+				in->sin_port = port;
+				memcpy(&in->sin_addr, lit->bytes, 4);
+			} else {
+				struct sockaddr_in6 *in6 = (void *)ai->ai_addr;
+
+				in6->sin6_family = AF_INET6;
+				in6->sin6_port = port;
+				memcpy(&in6->sin6_addr, lit->bytes, 16);
+			}
+			rlb_track_handout(c, idx, ai->ai_addr, alen);
 			**tail = ai;
 			*tail = &ai->ai_next;
 			added++;

@@ -13,6 +13,11 @@
 #include <time.h>
 
 #define RLB_PRINTF(f, a) __attribute__((format(printf, f, a)))
+/*
+ * Thread-local variables in static TLS: the library is preloaded, so the
+ * loader reserves it at start-up, and access costs no __tls_get_addr().
+ */
+#define RLB_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* Limits that keep every structure bounded. */
 #define RLB_MAX_REPLICAS 4096	/* per cluster */

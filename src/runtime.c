@@ -39,9 +39,9 @@ static atomic_bool init_done;
  * so the cache never changes under a caller still using it.
  */
 static atomic_uint cfg_gen = 1;
-static __thread struct rlb_config *tls_cfg;
-static __thread unsigned tls_gen;
-static __thread unsigned tls_depth;
+static RLB_TLS struct rlb_config *tls_cfg;
+static RLB_TLS unsigned tls_gen;
+static RLB_TLS unsigned tls_depth;
 static pthread_key_t tls_key;
 static bool tls_key_ok;
 

@@ -43,8 +43,8 @@ uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed)
  * its next draw: otherwise pre-fork workers would share one sequence.
  */
 static atomic_uint fork_generation;
-static __thread uint64_t rng_state;
-static __thread unsigned rng_generation;
+static RLB_TLS uint64_t rng_state;
+static RLB_TLS unsigned rng_generation;
 
 static uint64_t splitmix64(uint64_t *x)
 {

@@ -135,8 +135,9 @@ skip()
 
 # rlb_setup [nocanary] : temp dir $T, cleanup trap, a clean replicalb
 # environment: REPLICALB_CONFIG=$T/replicalb.conf (not yet written:
-# unconfigured), REPLICALB_STATE_DIR=$T/state, every other REPLICALB_* and
-# NSS_WRAPPER_* unset. Then, unless `nocanary`, the canary check below.
+# unconfigured), REPLICALB_STATE_DIR=$T/state, every other REPLICALB_*,
+# NSS_WRAPPER_*, LD_PRELOAD and proxy variable unset. Then, unless
+# `nocanary`, the canary check below.
 rlb_setup()
 {
 	local v
@@ -148,7 +149,9 @@ rlb_setup()
 		REPLICALB_* | NSS_WRAPPER_*) unset "$v" ;;
 		esac
 	done
-	unset LD_PRELOAD
+	# Nothing between the programs and the loopback servers.
+	unset LD_PRELOAD http_proxy https_proxy HTTP_PROXY HTTPS_PROXY \
+		all_proxy ALL_PROXY
 	export REPLICALB_CONFIG=$T/replicalb.conf
 	export REPLICALB_STATE_DIR=$T/state
 	export PYTHONDONTWRITEBYTECODE=1

@@ -44,7 +44,7 @@ rcurl()	# URL [curl args] : body on stdout, curl's stderr to $T/curl.err
 {
 	local url=$1
 	shift
-	preload curl -sS --max-time 10 "$@" "$url" 2>"$T/curl.err"
+	preload curl -q -sS --max-time 10 "$@" "$url" 2>"$T/curl.err"
 }
 
 # ---------------------------------------------------------------------

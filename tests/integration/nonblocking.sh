@@ -75,7 +75,7 @@ check_eq "asyncio: the replica that answered is not counted" "0" \
 # curl: non-blocking connects, poll, SO_ERROR.
 
 reset "curl"
-out=$(preload curl -sS --max-time 10 "http://nb.cluster:1/" 2>"$T/curl.err")
+out=$(preload curl -q -sS --max-time 10 "http://nb.cluster:1/" 2>"$T/curl.err")
 check_eq "curl: answer from the second replica" "replica=up" "$out"
 check_empty "curl: silent" "$T/curl.err"
 check_eq "curl: refusal counted once" "1" "$(errs nb.cluster 127.0.0.2)"

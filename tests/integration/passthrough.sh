@@ -264,11 +264,11 @@ check_eq "config missing: demo.cluster passes through" "127.0.0.99" \
 start_replica plain 127.0.0.2 "$PORT" http || fail "start http server"
 start_replica plaintcp 127.0.0.3 "$PORT2" tcp || fail "start tcp server"
 
-out=$(preload curl -sS --max-time 5 "http://127.0.0.2:$PORT/" 2>"$T/curl.err")
+out=$(preload curl -q -sS --max-time 5 "http://127.0.0.2:$PORT/" 2>"$T/curl.err")
 check_eq "curl to an address literal" "replica=plain" "$out"
 check_empty "curl: silent" "$T/curl.err"
 
-out=$(preload_nss curl -sS --max-time 5 "http://r1.test:$PORT/" 2>"$T/curl2.err")
+out=$(preload_nss curl -q -sS --max-time 5 "http://r1.test:$PORT/" 2>"$T/curl2.err")
 check_eq "curl to an nss_wrapper name" "replica=plain" "$out"
 check_empty "curl to an nss_wrapper name: silent" "$T/curl2.err"
 
