@@ -43,8 +43,8 @@
 static struct {
 	int (*connect)(int, const struct sockaddr *, socklen_t);
 	int (*close)(int);
-	int (*getaddrinfo)(const char *, const char *,
-			   const struct addrinfo *, struct addrinfo **);
+	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
+			   struct addrinfo **);
 	void (*freeaddrinfo)(struct addrinfo *);
 } libc;
 
@@ -52,20 +52,20 @@ static struct {
 static const struct {
 	int (*connect)(int, const struct sockaddr *, socklen_t);
 	int (*close)(int);
-	int (*getaddrinfo)(const char *, const char *,
-			   const struct addrinfo *, struct addrinfo **);
+	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
+			   struct addrinfo **);
 	void (*freeaddrinfo)(struct addrinfo *);
-} sym = { connect, close, getaddrinfo, freeaddrinfo };
+} sym = {connect, close, getaddrinfo, freeaddrinfo};
 
 enum variant { VIA_LIBC, VIA_SYMBOL };
 
 /* Shared fixtures of the operations. */
-static int null_fd = -1;		/* /dev/null: connect gives ENOTSOCK */
-static int udp_fd = -1;			/* connected again and again */
-static int tcp_fd = -1;			/* a stream socket for the stub */
-static struct sockaddr_in lo_closed;	/* 127.0.0.1, a port nobody listens on */
-static struct sockaddr_in lo_discard;	/* 127.0.0.1:9, for the UDP socket */
-static struct addrinfo stream_hints = { .ai_socktype = SOCK_STREAM };
+static int null_fd = -1;	      /* /dev/null: connect gives ENOTSOCK */
+static int udp_fd = -1;		      /* connected again and again */
+static int tcp_fd = -1;		      /* a stream socket for the stub */
+static struct sockaddr_in lo_closed;  /* 127.0.0.1, a port nobody listens on */
+static struct sockaddr_in lo_discard; /* 127.0.0.1:9, for the UDP socket */
+static struct addrinfo stream_hints = {.ai_socktype = SOCK_STREAM};
 static const char *virtual_name;
 static volatile int sink;
 
@@ -104,8 +104,9 @@ static void op_tcp_refused(enum variant v, long n)
 
 		if (fd < 0)
 			fail("socket", errno);
-		if (fn(fd, (struct sockaddr *)&lo_closed,
-		       sizeof(lo_closed)) == 0 || errno != ECONNREFUSED)
+		if (fn(fd, (struct sockaddr *)&lo_closed, sizeof(lo_closed)) ==
+			    0 ||
+		    errno != ECONNREFUSED)
 			fail("connect(127.0.0.1:closed port)", errno);
 		cl(fd);
 	}
@@ -128,7 +129,8 @@ static void op_connect_refused_nosys(enum variant v, long n)
 
 	for (long i = 0; i < n; i++)
 		if (fn(tcp_fd, (struct sockaddr *)&lo_closed,
-		       sizeof(lo_closed)) == 0 || errno != ECONNREFUSED)
+		       sizeof(lo_closed)) == 0 ||
+		    errno != ECONNREFUSED)
 			fail("stub connect(closed port)", errno);
 }
 
@@ -172,24 +174,24 @@ enum mode { REAL, STUB };
 struct op {
 	const char *name;
 	void (*run)(enum variant v, long n);
-	enum mode mode;		/* run with real syscalls or against -n LIB */
-	bool symbol_only;	/* no libc variant */
-	long iters;		/* per batch, from calibration */
-	double *libc_ns;	/* per round */
+	enum mode mode;	  /* run with real syscalls or against -n LIB */
+	bool symbol_only; /* no libc variant */
+	long iters;	  /* per batch, from calibration */
+	double *libc_ns;  /* per round */
 	double *sym_ns;
 	double *diff_ns;
 };
 
 static struct op ops[] = {
-	{ "getaddrinfo_virtual", op_gai_virtual, REAL, true, 0, 0, 0, 0 },
-	{ "getaddrinfo_numeric", op_gai_numeric, REAL, false, 0, 0, 0, 0 },
-	{ "getaddrinfo_hosts", op_gai_hosts, REAL, false, 0, 0, 0, 0 },
-	{ "connect_enotsock", op_connect_enotsock, REAL, false, 0, 0, 0, 0 },
-	{ "connect_udp", op_connect_udp, REAL, false, 0, 0, 0, 0 },
-	{ "tcp_refused_cycle", op_tcp_refused, REAL, false, 0, 0, 0, 0 },
-	{ "connect_ok_nosys", op_connect_ok_nosys, STUB, false, 0, 0, 0, 0 },
-	{ "connect_refused_nosys", op_connect_refused_nosys, STUB, false,
-	  0, 0, 0, 0 },
+	{"getaddrinfo_virtual", op_gai_virtual, REAL, true, 0, 0, 0, 0},
+	{"getaddrinfo_numeric", op_gai_numeric, REAL, false, 0, 0, 0, 0},
+	{"getaddrinfo_hosts", op_gai_hosts, REAL, false, 0, 0, 0, 0},
+	{"connect_enotsock", op_connect_enotsock, REAL, false, 0, 0, 0, 0},
+	{"connect_udp", op_connect_udp, REAL, false, 0, 0, 0, 0},
+	{"tcp_refused_cycle", op_tcp_refused, REAL, false, 0, 0, 0, 0},
+	{"connect_ok_nosys", op_connect_ok_nosys, STUB, false, 0, 0, 0, 0},
+	{"connect_refused_nosys", op_connect_refused_nosys, STUB, false, 0, 0,
+	 0, 0},
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
@@ -216,7 +218,7 @@ static long calibrate(const struct op *op, double target_ns)
 	long n = 1;
 	double per;
 
-	batch(op, VIA_SYMBOL, 1);	/* warm up: config load, caches */
+	batch(op, VIA_SYMBOL, 1); /* warm up: config load, caches */
 	for (;;) {
 		per = batch(op, VIA_SYMBOL, n);
 		if (!op->symbol_only) {
@@ -268,8 +270,7 @@ static void setup(const char *next_lib)
 	libc.connect = (typeof(libc.connect))dlsym(n, "connect");
 	libc.close = (typeof(libc.close))dlsym(h, "close");
 	libc.getaddrinfo = (typeof(libc.getaddrinfo))dlsym(h, "getaddrinfo");
-	libc.freeaddrinfo =
-		(typeof(libc.freeaddrinfo))dlsym(h, "freeaddrinfo");
+	libc.freeaddrinfo = (typeof(libc.freeaddrinfo))dlsym(h, "freeaddrinfo");
 	if (!libc.connect || !libc.close || !libc.getaddrinfo ||
 	    !libc.freeaddrinfo) {
 		fprintf(stderr, "bench_hooks: libc symbols not found\n");
@@ -344,7 +345,8 @@ int main(int argc, char **argv)
 	bool hooked = (void *)sym.getaddrinfo != (void *)libc.getaddrinfo;
 
 	if (virtual_name && !hooked) {
-		fprintf(stderr, "bench_hooks: getaddrinfo is libc's (%s); "
+		fprintf(stderr,
+			"bench_hooks: getaddrinfo is libc's (%s); "
 			"skipping the virtual name %s\n",
 			provider((void *)sym.getaddrinfo), virtual_name);
 		virtual_name = NULL;
@@ -384,15 +386,18 @@ int main(int argc, char **argv)
 			if (!op->iters)
 				continue;
 			if (op->symbol_only) {
-				op->sym_ns[r] = batch(op, VIA_SYMBOL, op->iters);
+				op->sym_ns[r] =
+					batch(op, VIA_SYMBOL, op->iters);
 				continue;
 			}
 			if (r % 2) {
-				op->sym_ns[r] = batch(op, VIA_SYMBOL, op->iters);
+				op->sym_ns[r] =
+					batch(op, VIA_SYMBOL, op->iters);
 				op->libc_ns[r] = batch(op, VIA_LIBC, op->iters);
 			} else {
 				op->libc_ns[r] = batch(op, VIA_LIBC, op->iters);
-				op->sym_ns[r] = batch(op, VIA_SYMBOL, op->iters);
+				op->sym_ns[r] =
+					batch(op, VIA_SYMBOL, op->iters);
 			}
 			op->diff_ns[r] = op->sym_ns[r] - op->libc_ns[r];
 		}

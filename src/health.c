@@ -16,15 +16,15 @@
 
 #include "rlb.h"
 
-#define HEALTH_MAGIC "RLBSTATE"
-#define HEALTH_VERSION 1
-#define HEALTH_NSLOTS (2 * RLB_MAX_REPLICAS)
-#define HEALTH_KEY_EMPTY 0	/* never claimed since the last rebuild */
-#define HEALTH_KEY_DROPPED 1	/* pruned: skipped by probes, never reused */
-#define HEALTH_NO_SLOT UINT32_MAX
+#define HEALTH_MAGIC	    "RLBSTATE"
+#define HEALTH_VERSION	    1
+#define HEALTH_NSLOTS	    (2 * RLB_MAX_REPLICAS)
+#define HEALTH_KEY_EMPTY    0 /* never claimed since the last rebuild */
+#define HEALTH_KEY_DROPPED  1 /* pruned: skipped by probes, never reused */
+#define HEALTH_NO_SLOT	    UINT32_MAX
 #define HEALTH_LOCK_WAIT_MS 2000 /* longest wait for another process' flock */
-#define HEALTH_STEM_MAX 200	/* longer cluster names are cut and hashed */
-#define HEALTH_CHECK_SEED 0x524c4253u
+#define HEALTH_STEM_MAX	    200	 /* longer cluster names are cut and hashed */
+#define HEALTH_CHECK_SEED   0x524c4253u
 
 /*
  * Counters live in memory shared between processes, so their atomics must
@@ -35,18 +35,18 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2,
 
 /* First 64 bytes of a state file; native byte order. */
 struct health_header {
-	char magic[8];			/* HEALTH_MAGIC, not NUL-terminated */
-	uint32_t version;		/* HEALTH_VERSION */
-	uint32_t nslots;		/* HEALTH_NSLOTS */
-	_Atomic int64_t decay_time;	/* T of SPEC 5, 0 while unset */
-	_Atomic uint64_t rr_counter;	/* round-robin selections so far */
-	uint64_t check;			/* header_check(): magic, version, nslots */
+	char magic[8];		     /* HEALTH_MAGIC, not NUL-terminated */
+	uint32_t version;	     /* HEALTH_VERSION */
+	uint32_t nslots;	     /* HEALTH_NSLOTS */
+	_Atomic int64_t decay_time;  /* T of SPEC 5, 0 while unset */
+	_Atomic uint64_t rr_counter; /* round-robin selections so far */
+	uint64_t check; /* header_check(): magic, version, nslots */
 	char pad[24];
 };
 
 /* One replica's error count, keyed by its identity. */
 struct health_slot {
-	_Atomic uint64_t key;		/* identity, or HEALTH_KEY_* */
+	_Atomic uint64_t key; /* identity, or HEALTH_KEY_* */
 	_Atomic uint64_t errors;
 };
 
@@ -62,21 +62,20 @@ _Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 16,
 
 /* One cluster's view of its state (opaque outside this file). */
 struct rlb_health {
-	struct health_map *map;		/* the shared mapping */
-	bool heap;			/* map came from calloc: mmap failed */
-	char *path;			/* state file, NULL when private */
-	dev_t dev;			/* the mapped file, to recognise it */
+	struct health_map *map; /* the shared mapping */
+	bool heap;		/* map came from calloc: mmap failed */
+	char *path;		/* state file, NULL when private */
+	dev_t dev;		/* the mapped file, to recognise it */
 	ino_t ino;
-	size_t nreplicas;		/* entries of slot[] */
-	_Atomic uint32_t slot[];	/* per replica: index of its slot */
+	size_t nreplicas;	 /* entries of slot[] */
+	_Atomic uint32_t slot[]; /* per replica: index of its slot */
 };
 
 /* ------------------------------------------------------------------ */
 /* Decay arithmetic (clickhouse-semantics.md 5.3) */
 
 /* Shift k that a selection at `now` applies when T is t; 64 means zero. */
-static unsigned decay_shift(const struct rlb_cluster *c, int64_t t,
-			    int64_t now)
+static unsigned decay_shift(const struct rlb_cluster *c, int64_t t, int64_t now)
 {
 	int64_t hl = c->s.half_life;
 	uint64_t delta, k;
@@ -125,8 +124,7 @@ static void header_init(struct health_map *m)
  * 0 if the header is valid, 1 if it is all zero (a creator died before
  * writing it), -1 with the reason in why otherwise.
  */
-static int header_validate(const struct health_map *m, char *why,
-			   size_t whylen)
+static int header_validate(const struct health_map *m, char *why, size_t whylen)
 {
 	static const char zero[sizeof(struct health_header)];
 	const struct health_header *hdr = &m->hdr;
@@ -194,8 +192,8 @@ static int cmp_u64(const void *a, const void *b)
 /* Sorted identities of c's replicas (malloc'd), or NULL on ENOMEM. */
 static uint64_t *sorted_identities(const struct rlb_cluster *c)
 {
-	uint64_t *ids = malloc((c->nreplicas ? c->nreplicas : 1) *
-			       sizeof(*ids));
+	uint64_t *ids =
+		malloc((c->nreplicas ? c->nreplicas : 1) * sizeof(*ids));
 
 	if (!ids)
 		return NULL;
@@ -236,7 +234,7 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 	struct {
 		uint64_t key;
 		uint64_t errors;
-	} *live;
+	} * live;
 	size_t n = 0;
 
 	live = malloc(HEALTH_NSLOTS * sizeof(*live));
@@ -304,8 +302,10 @@ static int claim_locked(struct rlb_health *h, const struct rlb_cluster *c,
 		rc = claim_replicas(h, c, first, n, true);
 	free(ids);
 	if (rc == 0)
-		rlb_log(RLB_LOG_INFO, "state file %s was full: dropped state "
-			"of replicas not in cluster %s", h->path, c->name);
+		rlb_log(RLB_LOG_INFO,
+			"state file %s was full: dropped state "
+			"of replicas not in cluster %s",
+			h->path, c->name);
 	return rc;
 }
 
@@ -315,7 +315,7 @@ static int claim_locked(struct rlb_health *h, const struct rlb_cluster *c,
 /* flock(LOCK_EX), waiting at most HEALTH_LOCK_WAIT_MS; 0 or -1/errno. */
 static int lock_file(int fd)
 {
-	const struct timespec ms = { 0, 1000000 };
+	const struct timespec ms = {0, 1000000};
 
 	for (int waited = 0;; waited++) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
@@ -388,8 +388,7 @@ static int make_dirs(const char *dir)
 	return make_dir(path);
 }
 
-static bool state_dir_path(const struct rlb_config *cfg, char *buf,
-			   size_t len)
+static bool state_dir_path(const struct rlb_config *cfg, char *buf, size_t len)
 {
 	const char *xdg = rlb_env("XDG_RUNTIME_DIR");
 	int n;
@@ -498,8 +497,9 @@ static int state_file_open(int dirfd, const char *fname, struct stat *st,
 				continue; /* set aside meanwhile */
 		}
 		if (fd < 0) {
-			snprintf(why, whylen, "%s", errno == ELOOP ?
-				 "it is a symlink" : strerror(errno));
+			snprintf(why, whylen, "%s",
+				 errno == ELOOP ? "it is a symlink"
+						: strerror(errno));
 			return -1;
 		}
 		if (created)
@@ -516,8 +516,8 @@ static int state_file_open(int dirfd, const char *fname, struct stat *st,
 			goto out_close;
 		if (lock_file(fd) != 0) {
 			snprintf(why, whylen, "cannot lock it: %s",
-				 errno == EWOULDBLOCK ? "held too long" :
-							strerror(errno));
+				 errno == EWOULDBLOCK ? "held too long"
+						      : strerror(errno));
 			goto out_close;
 		}
 		/* Whoever locked it before us may have set it aside. */
@@ -615,15 +615,17 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 		snprintf(aside, sizeof(aside), "%s.corrupt-%lld-%ld", fname,
 			 (long long)rlb_now(), (long)getpid());
 		if (renameat(dirfd, fname, dirfd, aside) != 0) {
-			rlb_log(RLB_LOG_WARNING, "state file %s is corrupt "
-				"(%s) and cannot be set aside: %s", path, why,
-				strerror(errno));
+			rlb_log(RLB_LOG_WARNING,
+				"state file %s is corrupt "
+				"(%s) and cannot be set aside: %s",
+				path, why, strerror(errno));
 			snprintf(why, sizeof(why), "corrupt");
 			goto out_close;
 		}
-		rlb_log(RLB_LOG_WARNING, "state file %s is corrupt (%s): "
-			"set aside as %s/%s and recreated", path, why, dir,
-			aside);
+		rlb_log(RLB_LOG_WARNING,
+			"state file %s is corrupt (%s): "
+			"set aside as %s/%s and recreated",
+			path, why, dir, aside);
 		unlock_close(fd);
 		fd = -1;
 	}
@@ -657,9 +659,10 @@ out_unmap:
 out_close:
 	unlock_close(fd);
 out_warn:
-	rlb_log(RLB_LOG_WARNING, "state file %s not used (%s): health of "
-		"cluster %s is private to this process", path, why,
-		c->name ? c->name : "");
+	rlb_log(RLB_LOG_WARNING,
+		"state file %s not used (%s): health of "
+		"cluster %s is private to this process",
+		path, why, c->name ? c->name : "");
 	return NULL;
 }
 
@@ -702,8 +705,10 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 	else
 		dirfd = state_dir_open(dir, why, sizeof(why));
 	if (dirfd < 0 && cfg->nclusters > 0)
-		rlb_log(RLB_LOG_WARNING, "state directory %s not used (%s): "
-			"health state is private to this process", dir, why);
+		rlb_log(RLB_LOG_WARNING,
+			"state directory %s not used (%s): "
+			"health state is private to this process",
+			dir, why);
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		struct rlb_cluster *c = &cfg->clusters[i];
 		struct rlb_health *h = NULL;
@@ -787,10 +792,9 @@ static struct health_slot *slot_of(const struct rlb_cluster *c, size_t i)
 	if (!h || i >= h->nreplicas || i >= c->nreplicas)
 		return NULL;
 	idx = atomic_load_explicit(&h->slot[i], memory_order_relaxed);
-	if (idx < HEALTH_NSLOTS &&
-	    atomic_load_explicit(&h->map->slots[idx].key,
-				 memory_order_acquire) ==
-		    c->replicas[i].identity)
+	if (idx < HEALTH_NSLOTS && atomic_load_explicit(&h->map->slots[idx].key,
+							memory_order_acquire) ==
+					   c->replicas[i].identity)
 		return &h->map->slots[idx];
 	return reclaim(h, c, i);
 }
@@ -827,8 +831,8 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 	}
 }
 
-uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i,
-			   int64_t now, bool decayed)
+uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
+			   bool decayed)
 {
 	struct health_slot *s = slot_of(c, i);
 	uint64_t e;
@@ -837,8 +841,8 @@ uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i,
 		return 0;
 	e = atomic_load(&s->errors);
 	if (decayed)
-		e = shift_errors(e, decay_shift(c, rlb_health_decay_time(c),
-						now));
+		e = shift_errors(e,
+				 decay_shift(c, rlb_health_decay_time(c), now));
 	return e;
 }
 

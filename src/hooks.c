@@ -29,8 +29,7 @@ static struct rlb_cluster *virtual_cluster(const char *name,
 }
 
 RLB_EXPORT int getaddrinfo(const char *node, const char *service,
-			   const struct addrinfo *hints,
-			   struct addrinfo **res)
+			   const struct addrinfo *hints, struct addrinfo **res)
 {
 	struct rlb_config *cfg;
 	struct rlb_cluster *c;
@@ -45,8 +44,8 @@ RLB_EXPORT int getaddrinfo(const char *node, const char *service,
 	return rc;
 }
 
-RLB_EXPORT int gethostbyname2_r(const char *name, int af,
-				struct hostent *ret, char *buf, size_t buflen,
+RLB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret,
+				char *buf, size_t buflen,
 				struct hostent **result, int *h_errnop)
 {
 	struct rlb_config *cfg;
@@ -62,9 +61,9 @@ RLB_EXPORT int gethostbyname2_r(const char *name, int af,
 	return rc;
 }
 
-RLB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret,
-			       char *buf, size_t buflen,
-			       struct hostent **result, int *h_errnop)
+RLB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
+			       size_t buflen, struct hostent **result,
+			       int *h_errnop)
 {
 	struct rlb_config *cfg;
 	struct rlb_cluster *c = virtual_cluster(name, &cfg);

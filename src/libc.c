@@ -71,10 +71,10 @@ static struct rlb_libc table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static atomic_bool table_bound;
 
-#define BIND(field, fallback)                                          \
-	do {                                                           \
-		void *sym = dlsym(RTLD_NEXT, #field);                  \
-		*(void **)&table.field = sym ? sym : (void *)fallback; \
+#define BIND(field, fallback)                                                  \
+	do {                                                                   \
+		void *sym = dlsym(RTLD_NEXT, #field);                          \
+		*(void **)&table.field = sym ? sym : (void *)fallback;         \
 	} while (0)
 
 static void bind_table(void)

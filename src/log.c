@@ -11,10 +11,8 @@
 #include "rlb.h"
 
 static const char *const level_names[] = {
-	[RLB_LOG_NONE] = "none",
-	[RLB_LOG_ERROR] = "error",
-	[RLB_LOG_WARNING] = "warning",
-	[RLB_LOG_INFO] = "info",
+	[RLB_LOG_NONE] = "none",       [RLB_LOG_ERROR] = "error",
+	[RLB_LOG_WARNING] = "warning", [RLB_LOG_INFO] = "info",
 	[RLB_LOG_DEBUG] = "debug",
 };
 
@@ -49,17 +47,15 @@ void rlb_log_configure(enum rlb_log_level level, enum rlb_log_target target)
 bool rlb_log_enabled(enum rlb_log_level level)
 {
 	return level != RLB_LOG_NONE &&
-	       (int)level <= atomic_load_explicit(&log_level,
-						  memory_order_relaxed);
+	       (int)level <=
+		       atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
 void rlb_log(enum rlb_log_level level, const char *fmt, ...)
 {
 	static const int syslog_prio[] = {
-		[RLB_LOG_NONE] = LOG_DEBUG,
-		[RLB_LOG_ERROR] = LOG_ERR,
-		[RLB_LOG_WARNING] = LOG_WARNING,
-		[RLB_LOG_INFO] = LOG_INFO,
+		[RLB_LOG_NONE] = LOG_DEBUG,	 [RLB_LOG_ERROR] = LOG_ERR,
+		[RLB_LOG_WARNING] = LOG_WARNING, [RLB_LOG_INFO] = LOG_INFO,
 		[RLB_LOG_DEBUG] = LOG_DEBUG,
 	};
 	char line[1024];
@@ -76,9 +72,9 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...)
 	n = vsnprintf(line + off, sizeof(line) - off - 1, fmt, ap);
 	va_end(ap);
 	if (n > 0)
-		off += (size_t)n < sizeof(line) - off - 1 ?
-			       (size_t)n :
-			       sizeof(line) - off - 2;
+		off += (size_t)n < sizeof(line) - off - 1
+			       ? (size_t)n
+			       : sizeof(line) - off - 2;
 	if (atomic_load(&log_target) == RLB_LOG_SYSLOG) {
 		line[off] = '\0';
 		syslog(LOG_USER | syslog_prio[level], "%s", line);

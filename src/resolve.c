@@ -13,9 +13,9 @@
 
 #include "rlb.h"
 
-#define CACHE_BUCKETS 1024
+#define CACHE_BUCKETS	  1024
 #define CACHE_MAX_ENTRIES 8192
-#define STACK_SELECTION 64	/* replicas selected without malloc */
+#define STACK_SELECTION	  64 /* replicas selected without malloc */
 
 /* One address of a resolved replica, as the real getaddrinfo gave it. */
 struct cached_addr {
@@ -31,13 +31,13 @@ struct cached_addr {
  * question, or its error, until it expires.
  */
 struct cache_entry {
-	struct cache_entry *next;	/* bucket chain */
+	struct cache_entry *next; /* bucket chain */
 	uint64_t hash;
 	char *host;
-	char *service;			/* NULL: none */
+	char *service; /* NULL: none */
 	int family, socktype, protocol, flags;
-	int64_t expires_ms;		/* monotonic; INT64_MAX: never */
-	int error;			/* 0 or the EAI_* code */
+	int64_t expires_ms; /* monotonic; INT64_MAX: never */
+	int error;	    /* 0 or the EAI_* code */
 	size_t n;
 	struct cached_addr addrs[];
 };
@@ -101,8 +101,8 @@ static uint64_t question_hash(const char *host, const char *service,
 			      const struct addrinfo *q)
 {
 	uint64_t h = rlb_hash64(host, strlen(host), 0);
-	int ints[4] = { q->ai_family, q->ai_socktype, q->ai_protocol,
-			q->ai_flags };
+	int ints[4] = {q->ai_family, q->ai_socktype, q->ai_protocol,
+		       q->ai_flags};
 
 	if (service)
 		h = rlb_hash64(service, strlen(service), h);
@@ -114,9 +114,8 @@ static bool same_question(const struct cache_entry *e, uint64_t hash,
 			  const struct addrinfo *q)
 {
 	return e->hash == hash && e->family == q->ai_family &&
-	       e->socktype == q->ai_socktype &&
-	       e->protocol == q->ai_protocol && e->flags == q->ai_flags &&
-	       strcmp(e->host, host) == 0 &&
+	       e->socktype == q->ai_socktype && e->protocol == q->ai_protocol &&
+	       e->flags == q->ai_flags && strcmp(e->host, host) == 0 &&
 	       (e->service == service ||
 		(e->service && service && strcmp(e->service, service) == 0));
 }
@@ -261,7 +260,7 @@ static struct cache_entry *ask(const char *host, const char *service,
 static bool resolution_counts(int rc, const char *host,
 			      const struct addrinfo *q, int64_t ttl_s)
 {
-	struct addrinfo any = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo any = {.ai_socktype = SOCK_STREAM};
 	struct cache_entry *e;
 	bool fresh, counts;
 
@@ -286,9 +285,9 @@ static bool resolution_counts(int rc, const char *host,
  * All addresses of replica r for question q (its port or `service`),
  * appended to *out and *nout (realloc'd). Returns 0 or the EAI_* failure.
  */
-static int replica_addrs(struct rlb_cluster *c, size_t idx,
-			 const char *service, const struct addrinfo *q,
-			 struct cached_addr **out, size_t *nout)
+static int replica_addrs(struct rlb_cluster *c, size_t idx, const char *service,
+			 const struct addrinfo *q, struct cached_addr **out,
+			 size_t *nout)
 {
 	const struct rlb_replica *r = &c->replicas[idx];
 	char port[8];
@@ -322,7 +321,8 @@ static int replica_addrs(struct rlb_cluster *c, size_t idx,
 				rlb_log(RLB_LOG_DEBUG,
 					"%s: replica %s: cannot resolve (%s): "
 					"error counted",
-					c->name, r->host, gai_strerror(e->error));
+					c->name, r->host,
+					gai_strerror(e->error));
 			}
 			free(e);
 			continue;
@@ -357,8 +357,9 @@ static void log_selection(const struct rlb_cluster *c,
 	line[0] = '\0';
 	for (size_t k = 0; k < sel->n && off < sizeof(line) - 1; k++) {
 		uint32_t i = sel->order[k];
-		int n = snprintf(line + off, sizeof(line) - off, "%s%s(errors=%llu)",
-				 k ? " " : "", c->replicas[i].host,
+		int n = snprintf(line + off, sizeof(line) - off,
+				 "%s%s(errors=%llu)", k ? " " : "",
+				 c->replicas[i].host,
 				 (unsigned long long)sel->errors[i]);
 
 		if (n < 0)
@@ -410,8 +411,8 @@ static struct rlb_selection *run_selection(struct rlb_cluster *c,
  * libc in test_resolve). Anything unusual takes the general path.
  */
 struct literal_question {
-	int family;		/* AF_UNSPEC, AF_INET or AF_INET6 */
-	uint16_t port;		/* network order: the caller's service */
+	int family;    /* AF_UNSPEC, AF_INET or AF_INET6 */
+	uint16_t port; /* network order: the caller's service */
 	size_t ntypes;
 	int socktype[3];
 	int protocol[3];
@@ -436,8 +437,7 @@ static bool literal_port(const char *service, uint16_t *port)
 	return true;
 }
 
-static bool literal_question_init(const struct addrinfo *q,
-				  const char *service,
+static bool literal_question_init(const struct addrinfo *q, const char *service,
 				  struct literal_question *lq)
 {
 	const int plain = AI_CANONNAME | AI_NUMERICSERV | AI_PASSIVE |
@@ -509,9 +509,9 @@ static int literal_nodes(struct rlb_cluster *c, size_t idx,
 
 	for (size_t a = 0; a < r->nliteral; a++) {
 		const struct rlb_addr *lit = &r->literal[a];
-		socklen_t alen = lit->family == AF_INET ?
-					 sizeof(struct sockaddr_in) :
-					 sizeof(struct sockaddr_in6);
+		socklen_t alen = lit->family == AF_INET
+					 ? sizeof(struct sockaddr_in)
+					 : sizeof(struct sockaddr_in6);
 
 		if (lq->family != AF_UNSPEC && lq->family != lit->family)
 			continue;
@@ -560,12 +560,11 @@ static void free_list(struct addrinfo *ai)
 }
 
 int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
-			    const struct addrinfo *hints,
-			    struct addrinfo **res)
+			    const struct addrinfo *hints, struct addrinfo **res)
 {
 	struct sel_storage st;
 	struct rlb_selection *sel, *heap;
-	struct addrinfo q = { 0 }, *head = NULL, **tail = &head;
+	struct addrinfo q = {0}, *head = NULL, **tail = &head;
 	struct cached_addr *addrs = NULL;
 	struct literal_question lq;
 	const char *canon = NULL;
@@ -648,16 +647,15 @@ static size_t align_ptr(size_t off)
 	return (off + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
 }
 
-int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name,
-			      int af, struct hostent *ret, char *buf,
-			      size_t buflen, struct hostent **result,
-			      int *h_errnop)
+int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
+			      struct hostent *ret, char *buf, size_t buflen,
+			      struct hostent **result, int *h_errnop)
 {
-	size_t alen = af == AF_INET6 ? sizeof(struct in6_addr) :
-				       sizeof(struct in_addr);
+	size_t alen = af == AF_INET6 ? sizeof(struct in6_addr)
+				     : sizeof(struct in_addr);
 	struct sel_storage st;
 	struct rlb_selection *sel, *heap;
-	struct addrinfo q = { 0 };
+	struct addrinfo q = {0};
 	struct cached_addr *addrs = NULL;
 	size_t naddrs = 0, nuniq = 0, off, need;
 	const char *hname = NULL;
@@ -705,11 +703,14 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name,
 					 strlen(name) + 1));
 	aliases = list + naddrs + 1;
 	for (size_t j = 0; j < naddrs; j++) {
-		const void *src = af == AF_INET6 ?
-			(const void *)&((struct sockaddr_in6 *)&addrs[j].addr)
-				->sin6_addr :
-			(const void *)&((struct sockaddr_in *)&addrs[j].addr)
-				->sin_addr;
+		const void *src =
+			af == AF_INET6
+				? (const void *)&(
+					  (struct sockaddr_in6 *)&addrs[j].addr)
+					  ->sin6_addr
+				: (const void *)&(
+					  (struct sockaddr_in *)&addrs[j].addr)
+					  ->sin_addr;
 		size_t u;
 
 		for (u = 0; u < nuniq; u++)

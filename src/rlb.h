@@ -20,9 +20,9 @@
 #define RLB_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /* Limits that keep every structure bounded. */
-#define RLB_MAX_REPLICAS 4096	/* per cluster */
-#define RLB_MAX_PINNED 16	/* pinned addresses per replica */
-#define RLB_MAX_HOST 255	/* bytes of a host string */
+#define RLB_MAX_REPLICAS 4096 /* per cluster */
+#define RLB_MAX_PINNED	 16   /* pinned addresses per replica */
+#define RLB_MAX_HOST	 255  /* bytes of a host string */
 
 /* ------------------------------------------------------------------ */
 /* util.c */
@@ -58,7 +58,7 @@ void rlb_ascii_lower(char *dst, const char *src, size_t dstlen);
  * loader. rlb_diag_add() formats one message; rlb_diag_free() frees all.
  */
 struct rlb_diag {
-	char **msgs;	/* n messages, each malloc'd */
+	char **msgs; /* n messages, each malloc'd */
 	size_t n;
 };
 void rlb_diag_add(struct rlb_diag *d, const char *fmt, ...) RLB_PRINTF(2, 3);
@@ -118,7 +118,7 @@ bool rlb_policy_uses_hostname(enum rlb_policy p);
 
 /* The four hostname functions of clickhouse-semantics.md section 10. */
 size_t rlb_prefix_distance(const char *a, const char *b);
-size_t rlb_levenshtein(const char *a, const char *b);	/* ASCII case-folded */
+size_t rlb_levenshtein(const char *a, const char *b); /* ASCII case-folded */
 size_t rlb_common_prefix(const char *a, const char *b);
 size_t rlb_common_suffix(const char *a, const char *b);
 
@@ -143,48 +143,48 @@ int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 /* Settings that a cluster may override; the top level gives defaults. */
 struct rlb_settings {
 	enum rlb_policy load_balancing;
-	int64_t first_offset;		/* load_balancing_first_offset */
-	int64_t half_life;		/* distributed_replica_error_half_life, s */
-	int64_t error_cap;		/* distributed_replica_error_cap */
-	int64_t max_ignored_errors;	/* distributed_replica_max_ignored_errors */
-	int64_t dns_cache_ttl;		/* seconds */
+	int64_t first_offset;	    /* load_balancing_first_offset */
+	int64_t half_life;	    /* distributed_replica_error_half_life, s */
+	int64_t error_cap;	    /* distributed_replica_error_cap */
+	int64_t max_ignored_errors; /* distributed_replica_max_ignored_errors */
+	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
 };
 
 /* An IP address literal, parsed once at config load. */
 struct rlb_addr {
-	int family;		/* AF_INET or AF_INET6 */
-	uint8_t bytes[16];	/* 4 or 16 bytes, network order */
+	int family;	   /* AF_INET or AF_INET6 */
+	uint8_t bytes[16]; /* 4 or 16 bytes, network order */
 };
 
 struct rlb_replica {
-	char *host;		/* host string as written, no port/brackets */
-	int port;		/* replica's, else cluster's port; 0: caller's */
-	int64_t priority;	/* config priority, default 1, lower preferred */
-	char **pinned;		/* npinned address literals; skip DNS if any */
+	char *host;	  /* host string as written, no port/brackets */
+	int port;	  /* replica's, else cluster's port; 0: caller's */
+	int64_t priority; /* config priority, default 1, lower preferred */
+	char **pinned;	  /* npinned address literals; skip DNS if any */
 	size_t npinned;
 	struct rlb_addr *literal; /* nliteral addresses known without DNS:
 				   * the pinned ones, or the host itself
 				   * when it is an IP literal */
 	size_t nliteral;
-	uint64_t identity;	/* rlb_hash64 of lowercase host + port: the
-				 * key of its health state across reloads */
-	int line;		/* config line, for messages */
+	uint64_t identity; /* rlb_hash64 of lowercase host + port: the
+			    * key of its health state across reloads */
+	int line;	   /* config line, for messages */
 };
 
 struct rlb_health;
 
 struct rlb_cluster {
-	char *name;		/* virtual name: lowercase, no trailing dot */
-	uint64_t name_hash;	/* rlb_hash64 of name */
-	struct rlb_settings s;	/* effective settings */
-	char *local_hostname;	/* cluster override or NULL */
-	int port;		/* cluster port or 0 */
-	size_t nreplicas;	/* 1 .. RLB_MAX_REPLICAS */
+	char *name;	       /* virtual name: lowercase, no trailing dot */
+	uint64_t name_hash;    /* rlb_hash64 of name */
+	struct rlb_settings s; /* effective settings */
+	char *local_hostname;  /* cluster override or NULL */
+	int port;	       /* cluster port or 0 */
+	size_t nreplicas;      /* 1 .. RLB_MAX_REPLICAS */
 	struct rlb_replica *replicas;
-	int64_t *host_prio;	/* precomputed hostname priorities or NULL */
+	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
 	struct rlb_health *health; /* shared state, once attached */
-	char *file;		/* file and line that defined the cluster */
+	char *file;		   /* file and line that defined the cluster */
 	int line;
 };
 
@@ -199,27 +199,27 @@ struct rlb_file_stamp {
 };
 
 struct rlb_config {
-	struct rlb_settings defaults;	/* top-level settings */
-	char *local_hostname;	/* NULL: this host's FQDN (SPEC 3.2) */
-	char *state_dir;	/* effective state_dir setting, or NULL */
+	struct rlb_settings defaults; /* top-level settings */
+	char *local_hostname;	      /* NULL: this host's FQDN (SPEC 3.2) */
+	char *state_dir;	      /* effective state_dir setting, or NULL */
 	enum rlb_log_level log_level;
 	enum rlb_log_target log_target;
 	size_t nclusters;
 	struct rlb_cluster *clusters;
-	size_t nstamps;		/* files read (main, app), for reload */
+	size_t nstamps; /* files read (main, app), for reload */
 	struct rlb_file_stamp stamps[2];
-	atomic_uint refs;	/* runtime.c reference count */
+	atomic_uint refs; /* runtime.c reference count */
 };
 
 /* Where to look for config and how to override it (already filtered
  * for secure mode by the caller; NULL means not given). */
 struct rlb_config_source {
-	const char *path;		/* main file; NULL: rlb_config_path() */
-	const char *app;		/* per-app name; NULL: no app file */
-	const char *env_policy;		/* REPLICALB_LOAD_BALANCING */
-	const char *env_hostname;	/* REPLICALB_HOSTNAME */
-	const char *env_state_dir;	/* REPLICALB_STATE_DIR */
-	const char *env_log_level;	/* REPLICALB_LOG_LEVEL */
+	const char *path;	   /* main file; NULL: rlb_config_path() */
+	const char *app;	   /* per-app name; NULL: no app file */
+	const char *env_policy;	   /* REPLICALB_LOAD_BALANCING */
+	const char *env_hostname;  /* REPLICALB_HOSTNAME */
+	const char *env_state_dir; /* REPLICALB_STATE_DIR */
+	const char *env_log_level; /* REPLICALB_LOG_LEVEL */
 };
 
 /* Fill src from the environment (rlb_env) with lookup of SPEC 2. */
@@ -286,8 +286,8 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now);
  * Current stored count of replica i, without decay. With `decayed`, the
  * value the next selection at `now` would see, without changing anything.
  */
-uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i,
-			   int64_t now, bool decayed);
+uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
+			   bool decayed);
 /* T of the cluster (0 if unset). */
 int64_t rlb_health_decay_time(const struct rlb_cluster *c);
 /* Add n errors to replica i, capped at the cluster's error_cap. */
@@ -306,11 +306,11 @@ int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 
 /* The ordering key of SPEC 3 for one replica. */
 struct rlb_select_key {
-	uint64_t errors;	/* max(0, errors - max_ignored) */
-	int64_t priority;	/* config priority */
-	int64_t policy_prio;	/* policy_priority(policy, i) */
-	uint32_t random;	/* fresh random number */
-	uint32_t index;		/* replica index */
+	uint64_t errors;     /* max(0, errors - max_ignored) */
+	int64_t priority;    /* config priority */
+	int64_t policy_prio; /* policy_priority(policy, i) */
+	uint32_t random;     /* fresh random number */
+	uint32_t index;	     /* replica index */
 };
 
 /* Sort keys ascending in place (pure; no randomness of its own). */
@@ -319,9 +319,9 @@ void rlb_select_sort(struct rlb_select_key *keys, size_t n);
 /* Per-replica detail of one selection, for replicalbctl -v and logs. */
 struct rlb_selection {
 	size_t n;
-	uint32_t *order;	/* n replica indexes, best first */
-	uint64_t *errors;	/* n decayed counts, by replica index */
-	int64_t *policy_prio;	/* n policy priorities, by replica index */
+	uint32_t *order;      /* n replica indexes, best first */
+	uint64_t *errors;     /* n decayed counts, by replica index */
+	int64_t *policy_prio; /* n policy priorities, by replica index */
 };
 
 /* One malloc holding a selection for n replicas; free() it. NULL: ENOMEM. */
@@ -411,10 +411,9 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
  * Returns 0, ERANGE (buffer too small) or another errno value, and sets
  * *result and *h_errnop as glibc does.
  */
-int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name,
-			      int af, struct hostent *ret, char *buf,
-			      size_t buflen, struct hostent **result,
-			      int *h_errnop);
+int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
+			      struct hostent *ret, char *buf, size_t buflen,
+			      struct hostent **result, int *h_errnop);
 /* Drop the per-process DNS cache (after fork, in tests). */
 void rlb_resolve_cache_flush(void);
 

@@ -48,8 +48,8 @@ static bool tls_key_ok;
 /* Drop one reference; the last one frees. */
 static void put_config(struct rlb_config *cfg)
 {
-	if (cfg && atomic_fetch_sub_explicit(&cfg->refs, 1,
-					     memory_order_acq_rel) == 1)
+	if (cfg &&
+	    atomic_fetch_sub_explicit(&cfg->refs, 1, memory_order_acq_rel) == 1)
 		rlb_config_free(cfg);
 }
 
@@ -98,13 +98,13 @@ static void report_broken(const struct rlb_diag *diag, bool keeping)
 		return;
 	rlb_log(RLB_LOG_ERROR, "%s%s%s", diag->msgs[0],
 		diag->n > 1 ? " (and more errors: run replicalbctl check)" : "",
-		keeping ? "; keeping the last good config" :
-			  "; passing everything through");
+		keeping ? "; keeping the last good config"
+			: "; passing everything through");
 }
 
 static bool same_broken_file(const char *path)
 {
-	struct rlb_file_stamp probe = { 0 };
+	struct rlb_file_stamp probe = {0};
 	struct stat st;
 
 	if (!path || stat(path, &st) != 0)
@@ -127,7 +127,7 @@ static bool same_broken_file(const char *path)
 static void load_config(bool initial)
 {
 	struct rlb_config_source src;
-	struct rlb_diag diag = { 0 };
+	struct rlb_diag diag = {0};
 	struct rlb_config *cfg = NULL, *old;
 	int rc;
 
@@ -254,7 +254,8 @@ void rlb_runtime_release(struct rlb_config *cfg)
 
 bool rlb_runtime_active(void)
 {
-	return !disabled && atomic_load_explicit(&current, memory_order_relaxed);
+	return !disabled &&
+	       atomic_load_explicit(&current, memory_order_relaxed);
 }
 
 static char fqdn[RLB_MAX_HOST + 1];
@@ -263,7 +264,7 @@ static pthread_once_t fqdn_once = PTHREAD_ONCE_INIT;
 /* SPEC 3.2: canonical name of gethostname(), else gethostname(). */
 static void compute_fqdn(void)
 {
-	struct addrinfo hints = { 0 }, *res = NULL;
+	struct addrinfo hints = {0}, *res = NULL;
 	char host[RLB_MAX_HOST + 1] = "";
 	int saved = errno;
 
@@ -295,9 +296,9 @@ int rlb_runtime_prepare(struct rlb_config *cfg, bool prune)
 		const char *local = "";
 
 		if (rlb_policy_uses_hostname(c->s.load_balancing))
-			local = c->local_hostname ?
-					c->local_hostname :
-					rlb_runtime_local_hostname(cfg);
+			local = c->local_hostname
+					? c->local_hostname
+					: rlb_runtime_local_hostname(cfg);
 		if (rlb_policy_precompute(c, local) < 0)
 			return -ENOMEM;
 	}

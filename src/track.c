@@ -14,14 +14,14 @@
 
 #include "rlb.h"
 
-#define ADDR_SLOTS 16384	/* handed-out (address, replica) pairs */
-#define FD_SLOTS 65536		/* sockets tracked while connecting */
-#define MAX_OWNERS 8		/* replicas one address may belong to */
+#define ADDR_SLOTS 16384 /* handed-out (address, replica) pairs */
+#define FD_SLOTS   65536 /* sockets tracked while connecting */
+#define MAX_OWNERS 8	 /* replicas one address may belong to */
 
 /* A normalised destination: v4-mapped v6 addresses count as v4. */
 struct dest {
-	uint8_t family;		/* AF_INET or AF_INET6 */
-	uint16_t port;		/* network order */
+	uint8_t family; /* AF_INET or AF_INET6 */
+	uint16_t port;	/* network order */
 	uint8_t addr[16];
 };
 
@@ -34,17 +34,17 @@ enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
  */
 struct addr_slot {
 	_Atomic uint32_t state;
-	struct dest d;		/* port 0: any port (gethostbyname) */
-	uint64_t cluster;	/* cluster name_hash */
-	uint64_t replica;	/* replica identity */
+	struct dest d;	  /* port 0: any port (gethostbyname) */
+	uint64_t cluster; /* cluster name_hash */
+	uint64_t replica; /* replica identity */
 };
 
 /* A socket whose connect to a replica address is pending. */
 struct fd_slot {
 	_Atomic uint32_t pending;
 	struct dest d;
-	ino_t ino;		/* socket inode, against reused fds */
-	int64_t start_ms;	/* monotonic start of the attempt */
+	ino_t ino;	  /* socket inode, against reused fds */
+	int64_t start_ms; /* monotonic start of the attempt */
 };
 
 static struct addr_slot *addr_table;
@@ -60,11 +60,11 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static void tables_init(void)
 {
 	void *a = mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
 	void *f = mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
 
 	if (a == MAP_FAILED || f == MAP_FAILED) {
 		if (a != MAP_FAILED)
@@ -79,11 +79,10 @@ static void tables_init(void)
 	fd_table = f;
 }
 
-static bool to_dest(const struct sockaddr *sa, socklen_t len,
-		    struct dest *d)
+static bool to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
 {
-	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0,
-					      0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0,    0,
+					     0, 0, 0, 0, 0xff, 0xff};
 
 	if (!sa)
 		return false;
@@ -102,7 +101,8 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len,
 		d->port = in6->sin6_port;
 		if (memcmp(&in6->sin6_addr, v4mapped, 12) == 0) {
 			d->family = AF_INET;
-			memcpy(d->addr, (const uint8_t *)&in6->sin6_addr + 12, 4);
+			memcpy(d->addr, (const uint8_t *)&in6->sin6_addr + 12,
+			       4);
 		} else {
 			d->family = AF_INET6;
 			memcpy(d->addr, &in6->sin6_addr, 16);
@@ -156,8 +156,8 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 					 memory_order_release);
 	for (k = 0; k < ADDR_SLOTS; k++) {
 		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
-		uint32_t state = atomic_load_explicit(&s->state,
-						      memory_order_acquire);
+		uint32_t state =
+			atomic_load_explicit(&s->state, memory_order_acquire);
 
 		if (state == SLOT_READY) {
 			if (same_addr(&s->d, &d) && s->d.port == d.port &&
@@ -193,15 +193,14 @@ static size_t find_owners(const struct dest *d, struct owner *owners)
 {
 	size_t home = addr_home(d), n = 0;
 
-	if (!addr_table ||
-	    !(atomic_load_explicit(&home_bits[home / 64],
-				   memory_order_acquire) &
-	      (1ULL << (home % 64))))
+	if (!addr_table || !(atomic_load_explicit(&home_bits[home / 64],
+						  memory_order_acquire) &
+			     (1ULL << (home % 64))))
 		return 0;
 	for (size_t k = 0; k < ADDR_SLOTS; k++) {
 		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
-		uint32_t state = atomic_load_explicit(&s->state,
-						      memory_order_acquire);
+		uint32_t state =
+			atomic_load_explicit(&s->state, memory_order_acquire);
 		size_t j;
 
 		if (state == SLOT_EMPTY)
@@ -382,7 +381,7 @@ maybe_replica(const struct sockaddr *sa, socklen_t len)
 			uint32_t v4;
 
 			memcpy(&v4, p + 12, 4);
-			a = v4;	/* v4-mapped: the IPv4 address's home */
+			a = v4; /* v4-mapped: the IPv4 address's home */
 			b = 0;
 		} else {
 			family = AF_INET6;
@@ -444,8 +443,7 @@ int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	return connect_replica(fd, sa, len);
 }
 
-int rlb_track_getsockopt(int fd, int level, int name, void *val,
-			 socklen_t *len)
+int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct fd_slot *s = fd_slot(fd), copy;
 	int rc = rlb_libc()->getsockopt(fd, level, name, val, len);
@@ -453,8 +451,8 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val,
 
 	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !s ||
 	    !atomic_load_explicit(&npending, memory_order_relaxed) ||
-	    !atomic_load_explicit(&s->pending, memory_order_acquire) ||
-	    !len || *len < sizeof(int))
+	    !atomic_load_explicit(&s->pending, memory_order_acquire) || !len ||
+	    *len < sizeof(int))
 		return rc;
 	memcpy(&err, val, sizeof(err));
 	if (err == 0 && still_connecting(fd))

@@ -76,8 +76,9 @@ static void rng_seed(unsigned generation)
 
 uint32_t rlb_random_u32(void)
 {
-	unsigned gen = atomic_load_explicit(&fork_generation,
-					    memory_order_relaxed) + 1;
+	unsigned gen =
+		atomic_load_explicit(&fork_generation, memory_order_relaxed) +
+		1;
 
 	if (rng_generation != gen)
 		rng_seed(gen);

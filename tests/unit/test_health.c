@@ -26,10 +26,10 @@
 #include "rlb.h"
 
 /* Layout v1 of a state file, as the tests poke at it. */
-#define FILE_SIZE (64 + 2 * RLB_MAX_REPLICAS * 16)
+#define FILE_SIZE   (64 + 2 * RLB_MAX_REPLICAS * 16)
 #define OFF_VERSION 8
-#define OFF_CHECK 32
-#define NCHILDREN 8
+#define OFF_CHECK   32
+#define NCHILDREN   8
 /* Enough to overlap on two CPUs: 500 each rarely catches a lost update. */
 #define ADDS_PER_CHILD 50000
 
@@ -163,8 +163,8 @@ static struct rlb_config *attach1(const char *dir, const char *name,
 
 static bool is_private(const struct rlb_config *cfg)
 {
-	return strcmp(rlb_health_path(cfg->clusters[0].health),
-		      "(private)") == 0;
+	return strcmp(rlb_health_path(cfg->clusters[0].health), "(private)") ==
+	       0;
 }
 
 /* Number of entries of dir whose name starts with prefix. */
@@ -232,7 +232,7 @@ static char *capture_end(struct capture *cap)
 	return text;
 }
 
-static const char *const hosts_ab[] = { "a.example", "b.example" };
+static const char *const hosts_ab[] = {"a.example", "b.example"};
 
 /* ------------------------------------------------------------------ */
 /* Decay and cap */
@@ -247,8 +247,8 @@ static void test_health_tv24_decay_sequence(void **state)
 		uint64_t errors;
 		int64_t t;
 	} steps[] = {
-		{ 1059, 5, 1000 }, { 1061, 2, 1061 }, { 1120, 2, 1061 },
-		{ 1121, 1, 1121 }, { 1300, 0, 1300 },
+		{1059, 5, 1000}, {1061, 2, 1061}, {1120, 2, 1061},
+		{1121, 1, 1121}, {1300, 0, 1300},
 	};
 
 	assert_int_equal(rlb_health_decay_time(c), 0);
@@ -405,7 +405,7 @@ static void test_health_decayed_view_changes_nothing(void **state)
 static void test_health_reset(void **state)
 {
 	struct fixture *f = *state;
-	static const char *const hosts[] = { "a", "b", "c" };
+	static const char *const hosts[] = {"a", "b", "c"};
 	struct rlb_config *cfg = attach1(f->state, "db", hosts, 3, true);
 	struct rlb_cluster *c = &cfg->clusters[0];
 
@@ -622,8 +622,8 @@ static void test_health_fork_rr_distinct(void **state)
 static void test_health_reload_keeps_by_identity(void **state)
 {
 	struct fixture *f = *state;
-	static const char *const reordered[] = { "new.example", "b.example",
-						 "a.example" };
+	static const char *const reordered[] = {"new.example", "b.example",
+						"a.example"};
 	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2;
 	struct rlb_cluster *a, *b;
@@ -705,7 +705,7 @@ static void test_health_rebuild_when_full_of_tombstones(void **state)
 	struct fixture *f = *state;
 	struct rlb_config *ca, *cb, *cc, *cd;
 	const size_t n = RLB_MAX_REPLICAS;
-	static const char *const hosts_c[] = { "b0", "new" };
+	static const char *const hosts_c[] = {"b0", "new"};
 
 	ca = cfg_new_many(f->state, "db", "a", n);
 	rlb_health_attach_all(ca, true);
@@ -738,7 +738,7 @@ static void test_health_full_table_drops_foreign_entries(void **state)
 	struct fixture *f = *state;
 	struct rlb_config *ca, *cb, *cc;
 	const size_t n = RLB_MAX_REPLICAS;
-	static const char *const hosts_c[] = { "c0" };
+	static const char *const hosts_c[] = {"c0"};
 
 	ca = cfg_new_many(f->state, "db", "a", n);
 	rlb_health_attach_all(ca, false);
@@ -1087,7 +1087,7 @@ static void test_health_file_names(void **state)
 
 static void test_health_state_dir_precedence(void **state)
 {
-	struct rlb_config cfg = { 0 };
+	struct rlb_config cfg = {0};
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	char *saved = xdg ? strdup(xdg) : NULL;
 	char buf[PATH_MAX], expect[64];
@@ -1121,7 +1121,7 @@ static void test_health_state_dir_precedence(void **state)
 
 static void test_health_unattached_is_harmless(void **state)
 {
-	struct rlb_cluster c = { 0 };
+	struct rlb_cluster c = {0};
 
 	c.nreplicas = 0;
 	rlb_health_decay(&c, 1000);

@@ -41,24 +41,27 @@ static int fake_gai(const char *node, const char *service,
 static const char config_text[] =
 	"clusters = (\n"
 	"  { name = \"db.cluster\"; load_balancing = \"in_order\";\n"
-	"    replicas = ( { host = \"r1\"; address = [\"127.0.0.11\", \"::1\"]; },\n"
+	"    replicas = ( { host = \"r1\"; address = [\"127.0.0.11\", "
+	"\"::1\"]; },\n"
 	"                 \"r2.test:7002\",\n"
-	"                 { host = \"r3\"; address = \"127.0.0.33\"; port = 7003; } ); },\n"
+	"                 { host = \"r3\"; address = \"127.0.0.33\"; port = "
+	"7003; } ); },\n"
 	"  { name = \"bad.cluster\"; load_balancing = \"in_order\";\n"
 	"    replicas = ( \"broken.test\", \"r2.test\" ); },\n"
 	"  { name = \"dead.cluster\"; replicas = ( \"broken.test\" ); },\n"
 	"  { name = \"lit.cluster\"; replicas = ( \"127.0.0.11\",\n"
-	"    { host = \"six\"; address = \"::1\"; } ); load_balancing = \"in_order\"; }\n"
+	"    { host = \"six\"; address = \"::1\"; } ); load_balancing = "
+	"\"in_order\"; }\n"
 	");\n";
 
 static int setup(void **state)
 {
-	struct rlb_diag diag = { 0 };
+	struct rlb_diag diag = {0};
 
 	if (!mkdtemp(tmpdir))
 		return -1;
-	if (rlb_config_parse_string(config_text, "resolve.conf", &cfg,
-				    &diag) != 0) {
+	if (rlb_config_parse_string(config_text, "resolve.conf", &cfg, &diag) !=
+	    0) {
 		for (size_t i = 0; i < diag.n; i++)
 			fprintf(stderr, "%s\n", diag.msgs[i]);
 		rlb_diag_free(&diag);
@@ -131,7 +134,7 @@ static void list_str(const struct addrinfo *ai, char *out, size_t len)
 static void test_resolve_order_and_ports(void **state)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, "DB.Cluster.");
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
 	char out[512];
 
 	assert_non_null(c);
@@ -153,8 +156,8 @@ static void test_resolve_order_and_ports(void **state)
 static void test_resolve_family_filter_and_named_service(void **state)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
-	struct addrinfo hints = { .ai_family = AF_INET6,
-				  .ai_socktype = SOCK_STREAM },
+	struct addrinfo hints = {.ai_family = AF_INET6,
+				 .ai_socktype = SOCK_STREAM},
 			*res = NULL;
 	char out[512];
 
@@ -174,8 +177,8 @@ static void test_resolve_family_filter_and_named_service(void **state)
 static void test_resolve_canonname_is_first_replica(void **state)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_CANONNAME },
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_CANONNAME},
 			*res = NULL;
 
 	rlb_health_add_errors(c, 0, 3);
@@ -206,7 +209,7 @@ static void test_resolve_null_hints_any_socktype(void **state)
 static void test_resolve_failure_counts_once_and_is_cached(void **state)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, "bad.cluster");
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
 	char out[256];
 
 	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res), 0);
@@ -227,7 +230,7 @@ static void test_resolve_failure_counts_once_and_is_cached(void **state)
 static void test_resolve_all_fail_returns_libc_error(void **state)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, "dead.cluster");
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
 	struct addrinfo *res = (struct addrinfo *)0x1;
 
 	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res),
@@ -319,71 +322,114 @@ static void list_full(const struct addrinfo *ai, char *out, size_t len)
  */
 static void test_resolve_literal_answers_match_libc(void **state)
 {
-	static const int families[] = { AF_UNSPEC, AF_INET, AF_INET6 };
-	static const int types[] = { 0, SOCK_STREAM, SOCK_DGRAM, SOCK_RAW,
-				     SOCK_SEQPACKET };
-	static const int protos[] = { 0, IPPROTO_TCP, IPPROTO_UDP };
-	static const int flags[] = { 0, AI_NUMERICSERV, AI_V4MAPPED,
-				     AI_V4MAPPED | AI_ALL, AI_ADDRCONFIG,
-				     AI_PASSIVE };
-	static const char *const services[] = { NULL, "80", "0080", "99999",
-						"http", "" };
-	static const char *const literals[] = { "127.0.0.11", "::1" };
+	static const int families[] = {AF_UNSPEC, AF_INET, AF_INET6};
+	static const int types[] = {0, SOCK_STREAM, SOCK_DGRAM, SOCK_RAW,
+				    SOCK_SEQPACKET};
+	static const int protos[] = {0, IPPROTO_TCP, IPPROTO_UDP};
+	static const int flags[] = {0,
+				    AI_NUMERICSERV,
+				    AI_V4MAPPED,
+				    AI_V4MAPPED | AI_ALL,
+				    AI_ADDRCONFIG,
+				    AI_PASSIVE};
+	static const char *const services[] = {NULL,	"80",	"0080",
+					       "99999", "http", ""};
+	static const char *const literals[] = {"127.0.0.11", "::1"};
 	struct rlb_cluster *c = rlb_config_find(cfg, "lit.cluster");
 	char got[2048], want[2048], part[1024];
 	size_t combos = 0;
 
 	assert_non_null(c);
 	for (size_t f = 0; f < 3; f++)
-	for (size_t t = 0; t < 5; t++)
-	for (size_t p = 0; p < 3; p++)
-	for (size_t fl = 0; fl < 6; fl++)
-	for (size_t sv = 0; sv < 6; sv++) {
-		struct addrinfo hints = { .ai_family = families[f],
-					  .ai_socktype = types[t],
-					  .ai_protocol = protos[p],
-					  .ai_flags = flags[fl] };
-		struct addrinfo *res = NULL;
-		int rc, want_rc = EAI_NONAME, ok = 0;
+		for (size_t t = 0; t < 5; t++)
+			for (size_t p = 0; p < 3; p++)
+				for (size_t fl = 0; fl < 6; fl++)
+					for (size_t sv = 0; sv < 6; sv++) {
+						struct addrinfo hints = {
+							.ai_family =
+								families[f],
+							.ai_socktype = types[t],
+							.ai_protocol =
+								protos[p],
+							.ai_flags = flags[fl]};
+						struct addrinfo *res = NULL;
+						int rc, want_rc = EAI_NONAME,
+							ok = 0;
 
-		want[0] = '\0';
-		for (size_t l = 0; l < 2; l++) {
-			struct addrinfo *r = NULL;
-			int lrc = real_gai(literals[l], services[sv], &hints,
-					   &r);
+						want[0] = '\0';
+						for (size_t l = 0; l < 2; l++) {
+							struct addrinfo *r =
+								NULL;
+							int lrc = real_gai(
+								literals[l],
+								services[sv],
+								&hints, &r);
 
-			if (lrc) {
-				want_rc = lrc;
-				continue;
-			}
-			ok = 1;
-			list_full(r, part, sizeof(part));
-			strncat(want, part, sizeof(want) - strlen(want) - 1);
-			rlb_libc()->freeaddrinfo(r);
-		}
-		rc = rlb_resolve_getaddrinfo(c, services[sv], &hints, &res);
-		if (ok) {
-			assert_int_equal(rc, 0);
-			list_full(res, got, sizeof(got));
-			rlb_libc()->freeaddrinfo(res);
-			if (strcmp(got, want) != 0)
-				fail_msg("family %d type %d proto %d flags %#x "
-					 "service %s: got %s, libc %s",
-					 families[f], types[t], protos[p],
-					 flags[fl], services[sv] ? services[sv] :
-					 "NULL", got, want);
-		} else {
-			assert_int_equal(rc, want_rc);
-		}
-		combos++;
-	}
+							if (lrc) {
+								want_rc = lrc;
+								continue;
+							}
+							ok = 1;
+							list_full(r, part,
+								  sizeof(part));
+							strncat(want, part,
+								sizeof(want) -
+									strlen(want) -
+									1);
+							rlb_libc()
+								->freeaddrinfo(
+									r);
+						}
+						rc = rlb_resolve_getaddrinfo(
+							c, services[sv], &hints,
+							&res);
+						if (ok) {
+							assert_int_equal(rc, 0);
+							list_full(res, got,
+								  sizeof(got));
+							rlb_libc()
+								->freeaddrinfo(
+									res);
+							if (strcmp(got, want) !=
+							    0)
+								fail_msg(
+									"family"
+									" %d "
+									"type "
+									"%d "
+									"proto "
+									"%d "
+									"flags "
+									"%#x "
+									"servic"
+									"e %s: "
+									"got "
+									"%s, "
+									"libc "
+									"%s",
+									families[f],
+									types[t],
+									protos[p],
+									flags[fl],
+									services[sv]
+										? services[sv]
+										: "NULL",
+									got,
+									want);
+						} else {
+							assert_int_equal(
+								rc, want_rc);
+						}
+						combos++;
+					}
 	assert_int_equal(combos, 3 * 5 * 3 * 6 * 6);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_resolve_order_and_ports, reset_each),
+		cmocka_unit_test_setup(test_resolve_order_and_ports,
+				       reset_each),
 		cmocka_unit_test_setup(
 			test_resolve_family_filter_and_named_service,
 			reset_each),

@@ -25,7 +25,7 @@
 static char tmpdir[] = "/tmp/rlb-test-track-XXXXXX";
 static int port_closed, port_full, port_ok, port_other;
 static int listen_full = -1, listen_ok = -1;
-static int fillers[4] = { -1, -1, -1, -1 };
+static int fillers[4] = {-1, -1, -1, -1};
 static struct rlb_config *cfg;
 static struct rlb_cluster *cluster;
 
@@ -33,7 +33,7 @@ enum { R_REFUSER, R_BLACKHOLE, R_GOOD };
 
 static int bound_socket(int *port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in sin = {.sin_family = AF_INET};
 	socklen_t len = sizeof(sin);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -47,7 +47,7 @@ static int bound_socket(int *port)
 
 static struct sockaddr_in loopback(int port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in sin = {.sin_family = AF_INET};
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sin.sin_port = htons(port);
@@ -92,9 +92,12 @@ static int setup(void **state)
 		 "distributed_replica_error_half_life = 100000;\n"
 		 "clusters = ( { name = \"t.cluster\"; load_balancing = "
 		 "\"in_order\"; replicas = (\n"
-		 " { host = \"refuser\"; address = \"127.0.0.1\"; port = %d; },\n"
-		 " { host = \"blackhole\"; address = \"127.0.0.1\"; port = %d; },\n"
-		 " { host = \"good\"; address = \"127.0.0.1\"; port = %d; } ); } );\n",
+		 " { host = \"refuser\"; address = \"127.0.0.1\"; port = %d; "
+		 "},\n"
+		 " { host = \"blackhole\"; address = \"127.0.0.1\"; port = %d; "
+		 "},\n"
+		 " { host = \"good\"; address = \"127.0.0.1\"; port = %d; } ); "
+		 "} );\n",
 		 TIMEOUT_MS, port_closed, port_full, port_ok);
 	snprintf(path, sizeof(path), "%s/replicalb.conf", tmpdir);
 	f = fopen(path, "w");
@@ -126,7 +129,7 @@ static int teardown(void **state)
 /* Hand out the cluster's addresses, as a getaddrinfo of it would. */
 static int handout(void **state)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
 
 	rlb_health_reset(cluster, SIZE_MAX);
 	if (rlb_resolve_getaddrinfo(cluster, NULL, &hints, &res) != 0)
@@ -194,7 +197,7 @@ static void test_track_success_not_counted(void **state)
 /* Wait until fd is writable or failed (bounded). */
 static void wait_writable(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
 
 	assert_int_equal(poll(&p, 1, 2000), 1);
 }
@@ -240,9 +243,8 @@ static void test_track_pending_closed_early_not_counted(void **state)
 	assert_int_equal(errno, EINPROGRESS);
 	/* Still pending: SO_ERROR 0 changes nothing; a repeated connect
 	 * says EALREADY, which does not count either. */
-	assert_int_equal(rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
-					      &len),
-			 0);
+	assert_int_equal(
+		rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
 	assert_int_equal(err, 0);
 	assert_int_equal(track_connect(fd, port_full), -1);
 	assert_int_equal(errno, EALREADY);
@@ -264,7 +266,7 @@ static void test_track_pending_abandoned_late_counts(void **state)
 
 static void test_track_blocking_sndtimeo_counts(void **state)
 {
-	struct timeval tv = { .tv_sec = 0, .tv_usec = 100000 };
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
 	int fd = tcp_socket(false);
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));

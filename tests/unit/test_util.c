@@ -29,7 +29,7 @@ static void test_util_hash_never_reserved(void **state)
 
 static void test_util_random_spread(void **state)
 {
-	unsigned buckets[8] = { 0 };
+	unsigned buckets[8] = {0};
 
 	for (int i = 0; i < 80000; i++)
 		buckets[rlb_random_u32() % 8]++;
@@ -52,8 +52,8 @@ static void test_util_random_reseeded_after_fork(void **state)
 		rlb_util_after_fork_child();
 		for (int i = 0; i < 4; i++)
 			child[i] = rlb_random_u32();
-		_exit(write(fds[1], child, sizeof(child)) == sizeof(child) ?
-			      0 : 1);
+		_exit(write(fds[1], child, sizeof(child)) == sizeof(child) ? 0
+									   : 1);
 	}
 	for (int i = 0; i < 4; i++)
 		parent[i] = rlb_random_u32();
@@ -77,7 +77,7 @@ static void test_util_ascii_lower(void **state)
 
 static void test_util_diag_collects(void **state)
 {
-	struct rlb_diag d = { 0 };
+	struct rlb_diag d = {0};
 
 	rlb_diag_add(&d, "%s:%d: %s", "f.conf", 3, "bad");
 	rlb_diag_add(&d, "second");
