@@ -103,6 +103,7 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
 			d->family = AF_INET;
 			memcpy(d->addr, (const uint8_t *)&in6->sin6_addr + 12,
 			       4);
+			memset(d->addr + 4, 0, sizeof(d->addr) - 4);
 		} else {
 			d->family = AF_INET6;
 			memcpy(d->addr, &in6->sin6_addr, 16);

@@ -277,6 +277,22 @@ static void test_track_blocking_sndtimeo_counts(void **state)
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
 
+static void test_track_v4_mapped_counts_as_v4(void **state)
+{
+	struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sin6.sin6_port = htons(port_closed);
+	assert_int_equal(
+		inet_pton(AF_INET6, "::ffff:127.0.0.1", &sin6.sin6_addr), 1);
+	assert_int_equal(rlb_track_connect(fd, (void *)&sin6, sizeof(sin6)),
+			 -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	assert_int_equal(errors(R_REFUSER), 1);
+	rlb_track_close(fd);
+}
+
 static void test_track_counted_errnos(void **state)
 {
 	assert_true(rlb_track_counts(ECONNREFUSED));
@@ -324,6 +340,8 @@ int main(void)
 		cmocka_unit_test_setup(test_track_pending_abandoned_late_counts,
 				       handout),
 		cmocka_unit_test_setup(test_track_blocking_sndtimeo_counts,
+				       handout),
+		cmocka_unit_test_setup(test_track_v4_mapped_counts_as_v4,
 				       handout),
 		cmocka_unit_test(test_track_counted_errnos),
 		cmocka_unit_test_setup(test_track_reused_fd_not_blamed,
