@@ -264,17 +264,18 @@ EOF
 # in the background (not preloaded) and wait until it listens.
 start_replica()
 {
-	local name=$1 addr=$2 port=$3 mode=${4:-http} i
+	local name=$1 addr=$2 port=$3 mode=${4:-http} i pid
 	rm -f "$T/srv-$name.out"
 	$PY "$SERVER" --name "$name" --host "$addr" --port "$port" \
-		--mode "$mode" --pidfile "$T/srv-$name.pid" \
-		>"$T/srv-$name.out" 2>&1 &
-	echo $! >"$T/srv-$name.pid"
+		--mode "$mode" >"$T/srv-$name.out" 2>&1 &
+	pid=$!
+	echo "$pid" >"$T/srv-$name.pid"
 	for i in $(seq 100); do
 		grep -q '^ready$' "$T/srv-$name.out" 2>/dev/null && return 0
-		kill -0 "$(cat "$T/srv-$name.pid")" 2>/dev/null || break
+		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.05
 	done
+	grep -q '^ready$' "$T/srv-$name.out" 2>/dev/null && return 0
 	echo "replica $name ($addr:$port $mode) did not start:"
 	sed 's/^/    | /' "$T/srv-$name.out"
 	return 1
