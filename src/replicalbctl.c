@@ -82,17 +82,22 @@ static const char usage_text[] =
 	"  -h, --help                show this help\n"
 	"      --version             show the version\n";
 
+static void ctl_verror(const char *fmt, va_list ap)
+{
+	fputs(CTL_NAME ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 static void ctl_error(const char *fmt, ...) RLB_PRINTF(1, 2);
 
 static void ctl_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs(CTL_NAME ": ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	ctl_verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* A usage error: the message, then the synopsis, both on stderr. */
@@ -102,11 +107,9 @@ static int ctl_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs(CTL_NAME ": ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	ctl_verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	fputs(synopsis, stderr);
 	fputs("Try '" CTL_NAME " --help' for more.\n", stderr);
 	return 1;
@@ -248,8 +251,9 @@ static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
 	for (size_t k = 0; k < cfg->nclusters; k++) {
 		const struct rlb_cluster *c = &cfg->clusters[k];
 
-		printf("%s: %s, %zu replicas\n", c->name,
-		       rlb_policy_name(c->s.load_balancing), c->nreplicas);
+		printf("%s: %s, %zu replica%s\n", c->name,
+		       rlb_policy_name(c->s.load_balancing), c->nreplicas,
+		       c->nreplicas == 1 ? "" : "s");
 	}
 	puts("ok");
 	return 0;

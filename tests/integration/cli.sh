@@ -219,12 +219,12 @@ clusters = (
 );
 EOF
 want_app="ordered.cluster: random, 3 replicas
-rr.cluster: in_order, 1 replicas
+rr.cluster: in_order, 1 replica
 first.cluster: first_or_random, 3 replicas
 cap.cluster: random, 2 replicas
 multi.cluster: random, 5 replicas
 analytics.cluster: nearest_hostname, 4 replicas
-app.cluster: random, 1 replicas
+app.cluster: random, 1 replica
 ok"
 run ctl check -c "$main" -a myapp
 # Replaced clusters may keep their place or move; compare sorted.
@@ -236,7 +236,7 @@ else
 		"stdout: $out" "stderr: $err"
 fi
 run env REPLICALB_APP=myapp "$CTL" -c "$main" check
-if [[ $rc == 0 && $out == *"app.cluster: random, 1 replicas"* ]]; then
+if [[ $rc == 0 && $out == *"app.cluster: random, 1 replica"* ]]; then
 	ok "check honours REPLICALB_APP"
 else
 	not_ok "check honours REPLICALB_APP" "status $rc" "stdout: $out"
