@@ -2,11 +2,6 @@
  * either calls libc or hands over to the core; nothing else lives here. */
 #include "config.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "rlb.h"
 
 #define RLB_EXPORT __attribute__((visibility("default")))
@@ -78,71 +73,6 @@ RLB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
 	return rc;
 }
 
-/*
- * The non-reentrant variants share one static result, as glibc's do;
- * the buffer grows as needed and is only touched under its lock.
- */
-static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct hostent static_host;
-static char *static_buf;
-static size_t static_len;
-
-static pthread_once_t static_once = PTHREAD_ONCE_INIT;
-
-static void static_lock_acquire(void)
-{
-	pthread_mutex_lock(&static_lock);
-}
-
-static void static_lock_release(void)
-{
-	pthread_mutex_unlock(&static_lock);
-}
-
-static void static_init(void)
-{
-	pthread_atfork(static_lock_acquire, static_lock_release,
-		       static_lock_release);
-}
-
-static struct hostent *virtual_gethostbyname(struct rlb_cluster *c,
-					     const char *name, int af)
-{
-	struct hostent *result = NULL;
-	int herr = 0, rc;
-
-	pthread_once(&static_once, static_init);
-	pthread_mutex_lock(&static_lock);
-	for (;;) {
-		if (!static_buf) {
-			static_len = 1024;
-			static_buf = malloc(static_len);
-			if (!static_buf) {
-				herr = NETDB_INTERNAL;
-				errno = ENOMEM;
-				break;
-			}
-		}
-		rc = rlb_resolve_gethostbyname(c, name, af, &static_host,
-					       static_buf, static_len, &result,
-					       &herr);
-		if (rc != ERANGE || static_len >= (1u << 20))
-			break;
-		free(static_buf);
-		static_buf = NULL;
-		static_len *= 2;
-		static_buf = malloc(static_len);
-		if (!static_buf) {
-			herr = NETDB_INTERNAL;
-			errno = ENOMEM;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&static_lock);
-	h_errno = herr;
-	return result;
-}
-
 RLB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 {
 	struct rlb_config *cfg;
@@ -151,7 +81,7 @@ RLB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 
 	if (!c)
 		return rlb_libc()->gethostbyname2(name, af);
-	h = virtual_gethostbyname(c, name, af);
+	h = rlb_resolve_gethostbyname_static(c, name, af);
 	rlb_runtime_release(cfg);
 	return h;
 }
@@ -164,7 +94,7 @@ RLB_EXPORT struct hostent *gethostbyname(const char *name)
 
 	if (!c)
 		return rlb_libc()->gethostbyname(name);
-	h = virtual_gethostbyname(c, name, AF_INET);
+	h = rlb_resolve_gethostbyname_static(c, name, AF_INET);
 	rlb_runtime_release(cfg);
 	return h;
 }

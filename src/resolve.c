@@ -738,3 +738,60 @@ out_free:
 	free(heap);
 	return rc;
 }
+
+/*
+ * The non-reentrant variants share one static result, as glibc's do; the
+ * buffer grows as needed and is only touched under its lock.
+ */
+static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t static_once = PTHREAD_ONCE_INIT;
+static struct hostent static_host;
+static char *static_buf;
+static size_t static_len;
+
+static void static_lock_acquire(void)
+{
+	pthread_mutex_lock(&static_lock);
+}
+
+static void static_lock_release(void)
+{
+	pthread_mutex_unlock(&static_lock);
+}
+
+static void static_init(void)
+{
+	pthread_atfork(static_lock_acquire, static_lock_release,
+		       static_lock_release);
+}
+
+struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
+						 const char *name, int af)
+{
+	struct hostent *result = NULL;
+	int herr = NETDB_INTERNAL;
+	size_t len;
+
+	pthread_once(&static_once, static_init);
+	pthread_mutex_lock(&static_lock);
+	for (len = static_len ? static_len : 1024; len <= (1u << 22);
+	     len *= 2) {
+		if (len != static_len) {
+			free(static_buf);
+			static_buf = malloc(len);
+			static_len = static_buf ? len : 0;
+			if (!static_buf) {
+				errno = ENOMEM;
+				herr = NETDB_INTERNAL;
+				break;
+			}
+		}
+		if (rlb_resolve_gethostbyname(c, name, af, &static_host,
+					      static_buf, static_len, &result,
+					      &herr) != ERANGE)
+			break;
+	}
+	pthread_mutex_unlock(&static_lock);
+	h_errno = herr;
+	return result;
+}

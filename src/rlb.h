@@ -414,6 +414,12 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 			      struct hostent *ret, char *buf, size_t buflen,
 			      struct hostent **result, int *h_errnop);
+/*
+ * gethostbyname2() of a virtual name: the result lives in one static
+ * buffer shared by all threads, as glibc's does. Sets h_errno.
+ */
+struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
+						 const char *name, int af);
 /* Drop the per-process DNS cache (after fork, in tests). */
 void rlb_resolve_cache_flush(void);
 

@@ -301,6 +301,24 @@ static void test_resolve_hostent_v6(void **state)
 	assert_null(he.h_addr_list[1]);
 }
 
+static void test_resolve_static_hostent(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+	struct hostent *h;
+	char a[INET_ADDRSTRLEN];
+
+	h = rlb_resolve_gethostbyname_static(c, "db.cluster", AF_INET);
+	assert_non_null(h);
+	assert_string_equal(h->h_name, "r1");
+	inet_ntop(AF_INET, h->h_addr_list[2], a, sizeof(a));
+	assert_string_equal(a, "127.0.0.33");
+	h_errno = 0;
+	h = rlb_resolve_gethostbyname_static(
+		rlb_config_find(cfg, "dead.cluster"), "dead.cluster", AF_INET);
+	assert_null(h);
+	assert_int_equal(h_errno, HOST_NOT_FOUND);
+}
+
 /* Flatten a list into comparable text (family, type, proto, address). */
 static void list_full(const struct addrinfo *ai, char *out, size_t len)
 {
@@ -445,6 +463,7 @@ int main(void)
 		cmocka_unit_test_setup(test_resolve_hostent_order, reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_erange, reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_v6, reset_each),
+		cmocka_unit_test_setup(test_resolve_static_hostent, reset_each),
 		cmocka_unit_test_setup(test_resolve_literal_answers_match_libc,
 				       reset_each),
 	};
