@@ -517,11 +517,20 @@ static void parse_replica_string(struct parser *p, const config_setting_t *s,
 		if (end[1] == ':')
 			port = end + 2;
 	} else {
+		struct in6_addr v6;
+
 		colon = strchr(v, ':');
-		/* Two or more colons: an IPv6 literal without a port. */
 		if (colon && !strchr(colon + 1, ':')) {
 			len = (size_t)(colon - v);
 			port = colon + 1;
+		} else if (colon && inet_pton(AF_INET6, v, &v6) != 1) {
+			/* Two or more colons must be an IPv6 literal. */
+			report(p, s,
+			       "invalid replica \"%s\"; expected \"host\", "
+			       "\"host:port\", \"[address]:port\" or an "
+			       "IPv6 address",
+			       v);
+			return;
 		} else {
 			len = strlen(v);
 		}
@@ -532,8 +541,10 @@ static void parse_replica_string(struct parser *p, const config_setting_t *s,
 			       port, v);
 			return;
 		}
-		if (!port_ok(p, s, n))
+		if (n < 1 || n > 65535) {
+			report(p, s, "port %s out of range 1..65535", port);
 			return;
+		}
 		r->port = (int)n;
 	}
 	if (check_name(p, s, "host", host, len))
@@ -1168,11 +1179,10 @@ static void check_env(struct parser *p, const struct rlb_config_source *src,
 	if (src->env_policy && rlb_policy_parse(src->env_policy, policy) < 0)
 		bad_policy(p, NULL, "REPLICALB_LOAD_BALANCING",
 			   src->env_policy);
-	if (src->env_log_level &&
-	    rlb_log_level_parse(src->env_log_level, level) < 0)
-		report_at(p, "REPLICALB_LOG_LEVEL", 0,
-			  "unknown log_level \"%s\"; valid: " LOG_LEVELS,
-			  src->env_log_level);
+	/* A bad REPLICALB_LOG_LEVEL is ignored (runtime.c warns): it
+	 * must not turn the whole library off. */
+	if (src->env_log_level)
+		rlb_log_level_parse(src->env_log_level, level);
 }
 
 static void apply_env(struct parser *p, const struct rlb_config_source *src,
@@ -1196,7 +1206,8 @@ static void apply_env(struct parser *p, const struct rlb_config_source *src,
 		free(cfg->state_dir);
 		cfg->state_dir = xstrdup(p, src->env_state_dir);
 	}
-	if (src->env_log_level)
+	if (src->env_log_level &&
+	    rlb_log_level_parse(src->env_log_level, &level) == 0)
 		cfg->log_level = level;
 }
 

@@ -478,6 +478,24 @@ static bool literal_question_init(const struct addrinfo *q, const char *service,
 	return literal_port(service, &lq->port);
 }
 
+/*
+ * Something is wrong when no replica of a cluster resolves: say so at
+ * warning level, at most every 10 s per process so as not to flood.
+ */
+static void warn_unresolvable(const struct rlb_cluster *c, int rc)
+{
+	static atomic_llong next_ms;
+	long long now = rlb_monotonic_ms(),
+		  next = atomic_load_explicit(&next_ms, memory_order_relaxed);
+
+	if (now < next ||
+	    !atomic_compare_exchange_strong(&next_ms, &next, now + 10000))
+		return;
+	rlb_log(RLB_LOG_WARNING,
+		"%s: no replica could be resolved (%s); each counted an error",
+		c->name, gai_strerror(rc));
+}
+
 /* One addrinfo node in glibc's layout: node and sockaddr in one block. */
 static struct addrinfo *new_node(const struct cached_addr *a)
 {
@@ -636,6 +654,8 @@ out_fail:
 	free_list(head);
 	free(addrs);
 	free(heap);
+	if (last == EAI_NONAME || last == EAI_AGAIN || last == EAI_FAIL)
+		warn_unresolvable(c, last);
 	if (last == EAI_SYSTEM && errno == 0)
 		errno = EIO;
 	return last ? last : EAI_NONAME;

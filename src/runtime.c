@@ -170,6 +170,7 @@ out_free_diag:
 
 static void runtime_init(void)
 {
+	enum rlb_log_level level;
 	int saved = errno;
 	const char *off = rlb_env("REPLICALB_DISABLE");
 
@@ -179,6 +180,12 @@ static void runtime_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	tls_key_ok = pthread_key_create(&tls_key, thread_cache_destroy) == 0;
 	apply_logging(NULL);
+	if (rlb_env("REPLICALB_LOG_LEVEL") &&
+	    rlb_log_level_parse(rlb_env("REPLICALB_LOG_LEVEL"), &level) < 0)
+		rlb_log(RLB_LOG_WARNING,
+			"REPLICALB_LOG_LEVEL: unknown log level \"%s\"; valid: "
+			"none, error, warning, info, debug",
+			rlb_env("REPLICALB_LOG_LEVEL"));
 	load_config(true);
 	atomic_store(&next_check_ms, rlb_monotonic_ms() + RELOAD_INTERVAL_MS);
 out:

@@ -236,8 +236,15 @@ check_eq "AI_CANONNAME: the first replica's host string" \
 check_eq "unresolvable replica left out" "127.0.0.2" "$(gai -u unres.cluster 80)"
 check_eq "unresolvable replica: one error counted" "1" \
 	"$(replica_errors unres.cluster "$BADHOST")"
+# Something is wrong then: one warning says so (not part of the silence
+# checked below).
 check_eq "no replica resolvable: libc's error (EAI_NONAME)" "error EAI_NONAME" \
-	"$(gai unres1.cluster 80)"
+	"$(preload $PY "$GAI" unres1.cluster 80 2>"$T/unres1.err")"
+check_match "no replica resolvable: one warning naming the cluster" \
+	'^replicalb\[[0-9]+\]: unres1\.cluster: no replica could be resolved' \
+	"$(cat "$T/unres1.err")"
+check_eq "no replica resolvable: exactly one line" "1" \
+	"$(wc -l <"$T/unres1.err")"
 
 check_eq "service name unknown: EAI_SERVICE like libc" \
 	"$($PY "$GAI" 127.0.0.2 no-such-service)" \

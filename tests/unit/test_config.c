@@ -621,7 +621,8 @@ static void test_config_port_range(void **state)
 	expect_errors(text, "t.conf:3: port 0 out of range 1..65535",
 		      "t.conf:5: port 0 out of range 1..65535",
 		      "t.conf:6: port 65536 out of range 1..65535",
-		      "t.conf:7: port 65536 out of range 1..65535",
+		      "t.conf:7: port 99999999999999999999 out of range "
+		      "1..65535",
 		      "t.conf:8: invalid port \"http\" in replica \"d:http\"",
 		      "t.conf:9: invalid port \"\" in replica \"e:\"",
 		      "t.conf:10: invalid port \"-1\" in replica \"[::1]:-1\"",
@@ -633,6 +634,20 @@ static void test_config_port_range(void **state)
 		      "t.conf:14: port 0 out of range 1..65535",
 		      "t.conf:15: host \"h:80\" must not include a port; use "
 		      "port = N",
+		      NULL);
+	free(text);
+}
+
+static void test_config_colons_must_be_ipv6(void **state)
+{
+	char *text = one_cluster("", "      \"a:1:2\",\n"
+				     "      \"fd00::5\",\n"
+				     "      \"::ffff:10.0.0.1\"\n");
+
+	expect_errors(text,
+		      "t.conf:4: invalid replica \"a:1:2\"; expected "
+		      "\"host\", \"host:port\", \"[address]:port\" or an "
+		      "IPv6 address",
 		      NULL);
 	free(text);
 }
@@ -1198,10 +1213,18 @@ static void test_config_env_invalid(void **state)
 	expect_diag(&d,
 		    "REPLICALB_LOAD_BALANCING: unknown load_balancing "
 		    "\"nearest\"; did you mean \"nearest_hostname\"?",
-		    "REPLICALB_LOG_LEVEL: unknown log_level \"chatty\"; "
-		    "valid: none, error, warning, info, debug",
 		    NULL);
 	rlb_diag_free(&d);
+
+	/* A bad log level alone is ignored: it must not turn the library
+	 * off (the runtime warns about it). */
+	src.env_policy = NULL;
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(d.n, 0);
+	assert_int_equal(cfg->log_level, RLB_LOG_DEBUG);
+	rlb_config_free(cfg);
+	cfg = NULL;
+	src.env_policy = "nearest";
 
 	/* Collected together with the file's errors. */
 	src.path = TEST_DATA_DIR "/cfg_syntax.conf";
@@ -1374,6 +1397,7 @@ int main(void)
 		cmocka_unit_test(test_config_negative_numbers),
 		cmocka_unit_test(test_config_zero_values_allowed),
 		cmocka_unit_test(test_config_port_range),
+		cmocka_unit_test(test_config_colons_must_be_ipv6),
 		cmocka_unit_test(test_config_host_strings),
 		cmocka_unit_test(test_config_cluster_name_errors),
 		cmocka_unit_test(test_config_empty_replicas),
