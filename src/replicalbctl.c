@@ -1,6 +1,7 @@
 /* replicalbctl.c - check a config, show selection orders, manage health. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -270,10 +271,15 @@ static void print_replica_detail(const struct rlb_cluster *c,
 	printf("  %s errors=%" PRIu64 " priority=%" PRId64
 	       " policy_priority=%" PRId64 " addresses=",
 	       label, sel->errors[i], r->priority, sel->policy_prio[i]);
-	if (r->npinned == 0)
+	if (r->nliteral == 0)
 		fputs("dns", stdout);
-	for (size_t k = 0; k < r->npinned; k++)
-		printf("%s%s", k ? "," : "", r->pinned[k]);
+	for (size_t k = 0; k < r->nliteral; k++) {
+		char text[INET6_ADDRSTRLEN];
+
+		inet_ntop(r->literal[k].family, r->literal[k].bytes, text,
+			  sizeof(text));
+		printf("%s%s", k ? "," : "", text);
+	}
 	putchar('\n');
 }
 
@@ -432,6 +438,20 @@ static int cmd_status(struct rlb_config *cfg, const struct ctl_opts *o)
 	return 0;
 }
 
+/*
+ * Whether c's health is the shared state file: a change to private state
+ * would be lost when this tool exits, so admin commands refuse it.
+ */
+static bool shared_state(const struct rlb_cluster *c)
+{
+	if (strcmp(rlb_health_path(c->health), "(private)") != 0)
+		return true;
+	ctl_error("%s: the state file cannot be used (see the warning above); "
+		  "nothing changed",
+		  c->name);
+	return false;
+}
+
 static int cmd_record_error(struct rlb_config *cfg, const struct ctl_opts *o)
 {
 	struct rlb_cluster *c;
@@ -445,7 +465,7 @@ static int cmd_record_error(struct rlb_config *cfg, const struct ctl_opts *o)
 	if (!c)
 		return 1;
 	i = find_replica(c, o->args[2]);
-	if (i < 0)
+	if (i < 0 || !shared_state(c))
 		return 1;
 	rlb_health_add_errors(c, (size_t)i, count);
 	return 0;
@@ -457,12 +477,17 @@ static int cmd_reset(struct rlb_config *cfg, const struct ctl_opts *o)
 	ssize_t i;
 
 	if (o->nargs == 1) {
-		for (size_t k = 0; k < cfg->nclusters; k++)
+		int rc = 0;
+
+		for (size_t k = 0; k < cfg->nclusters; k++) {
+			if (!shared_state(&cfg->clusters[k]))
+				rc = 1;
 			rlb_health_reset(&cfg->clusters[k], SIZE_MAX);
-		return 0;
+		}
+		return rc;
 	}
 	c = find_cluster(cfg, o->args[1]);
-	if (!c)
+	if (!c || !shared_state(c))
 		return 1;
 	if (o->nargs == 2) {
 		rlb_health_reset(c, SIZE_MAX);
@@ -555,6 +580,11 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			o->config = optarg;
 			break;
 		case 'a':
+			if (!*optarg || strchr(optarg, '/') ||
+			    strcmp(optarg, ".") == 0 ||
+			    strcmp(optarg, "..") == 0)
+				return ctl_usage_error("invalid app name: %s",
+						       optarg);
 			o->app = optarg;
 			break;
 		case 'H':

@@ -190,6 +190,7 @@ usage_case "record-error needs HOST" -c "$main" record-error cap.cluster
 usage_case "record-error COUNT 0" -c "$main" record-error cap.cluster x 0
 usage_case "record-error COUNT x" -c "$main" record-error cap.cluster x 1x
 usage_case "reset takes at most two" -c "$main" reset cap.cluster x y
+usage_case "-a with a path" -c "$main" -a ../main check
 
 expect_err "missing config file" \
 	"replicalbctl: $tmp/nope.conf: no such config file" \
@@ -314,7 +315,7 @@ expect "resolve -v: key parts and addresses" 0 "a b c
 expect "resolve -v: ports, IPv6 and pinned addresses" 0 "h1 h1 2001:db8::7 h2 p1
   h1:9000 errors=0 priority=1 policy_priority=0 addresses=dns
   h1:9001 errors=0 priority=1 policy_priority=1 addresses=dns
-  [2001:db8::7]:9000 errors=0 priority=1 policy_priority=2 addresses=dns
+  [2001:db8::7]:9000 errors=0 priority=1 policy_priority=2 addresses=2001:db8::7
   h2 errors=0 priority=1 policy_priority=3 addresses=dns
   p1:5432 errors=0 priority=2 policy_priority=4 addresses=10.0.0.1,10.0.0.2" \
 	ctl -c "$main" resolve --verbose multi.cluster
@@ -357,6 +358,23 @@ expect "REPLICALB_LOAD_BALANCING overrides every cluster" 0 \
 	resolve tv08-lcp
 
 # --- record-error and reset -------------------------------------------------
+
+# An unusable (world-writable) state directory: the change would only
+# live in this process, so the admin commands refuse and say so.
+mkdir -p "$tmp/badstate" && chmod 0777 "$tmp/badstate"
+run env REPLICALB_STATE_DIR="$tmp/badstate" "$CTL" -c "$main" \
+	record-error ordered.cluster a
+if [[ $rc == 1 && $err == *"ordered.cluster: the state file cannot be used"* ]]; then
+	ok "record-error refuses private state"
+else
+	not_ok "record-error refuses private state" "status $rc" "stderr: $err"
+fi
+run env REPLICALB_STATE_DIR="$tmp/badstate" "$CTL" -c "$main" reset
+if [[ $rc == 1 && $err == *"the state file cannot be used"* ]]; then
+	ok "reset refuses private state"
+else
+	not_ok "reset refuses private state" "status $rc" "stderr: $err"
+fi
 
 expect "record-error prints nothing" 0 "" \
 	ctl -c "$main" record-error ordered.cluster a

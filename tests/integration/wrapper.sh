@@ -207,7 +207,7 @@ chmod u+s "$tmp/suid-true"
 out=$("$RLB" "$tmp/suid-true" 2>&1)
 rc=$?
 check_match "setuid command: warning, still run" \
-	"0 replicalb: warning: */suid-true is setuid/setgid; the loader ignores LD_PRELOAD" \
+	"0 replicalb\[[0-9]*\]: warning: */suid-true is setuid/setgid; the loader ignores LD_PRELOAD" \
 	"$rc $out"
 out=$("$RLB" -q "$tmp/suid-true" 2>&1)
 check "setuid warning silenced by -q" "0 " "$? $out"
@@ -231,7 +231,7 @@ if gcc -static -o "$tmp/static" "$tmp/static.c" 2>/dev/null; then
 	out=$("$RLB" "$tmp/static" 2>&1)
 	rc=$?
 	check_match "static command: warning, still run" \
-		"3 replicalb: warning: */static is statically linked; LD_PRELOAD has no effect" \
+		"3 replicalb\[[0-9]*\]: warning: */static is statically linked; LD_PRELOAD has no effect" \
 		"$rc $out"
 	out=$(PATH=$tmp/bin "$RLB" "$tmp/static" 2>&1)
 	check_match "static detected without file(1)" \
