@@ -39,12 +39,24 @@ struct addr_slot {
 	uint64_t replica; /* replica identity */
 };
 
-/* A socket whose connect to a replica address is pending. */
+/* What is remembered of a pending connect. */
+struct pending_connect {
+	struct dest d;
+	uint64_t ino;	  /* socket inode, against reused fds */
+	int64_t start_ms; /* monotonic start of the attempt */
+};
+
+#define PENDING_WORDS ((sizeof(struct pending_connect) + 7) / 8)
+
+/*
+ * A socket whose connect to a replica address is pending. The payload is
+ * kept in relaxed atomic words: a slot passes from one thread to another
+ * when the kernel reuses an fd number, an ordering that only the kernel
+ * sees (and ThreadSanitizer would otherwise flag).
+ */
 struct fd_slot {
 	_Atomic uint32_t pending;
-	struct dest d;
-	ino_t ino;	  /* socket inode, against reused fds */
-	int64_t start_ms; /* monotonic start of the attempt */
+	_Atomic uint64_t words[PENDING_WORDS];
 };
 
 static struct addr_slot *addr_table;
@@ -302,33 +314,53 @@ static bool still_connecting(int fd)
 	return ti.tcpi_state == TCP_SYN_SENT;
 }
 
+static void slot_store(struct fd_slot *s, const struct pending_connect *p)
+{
+	uint64_t w[PENDING_WORDS] = {0};
+
+	memcpy(w, p, sizeof(*p));
+	for (size_t k = 0; k < PENDING_WORDS; k++)
+		atomic_store_explicit(&s->words[k], w[k], memory_order_relaxed);
+}
+
+static void slot_load(struct fd_slot *s, struct pending_connect *p)
+{
+	uint64_t w[PENDING_WORDS];
+
+	for (size_t k = 0; k < PENDING_WORDS; k++)
+		w[k] = atomic_load_explicit(&s->words[k], memory_order_relaxed);
+	memcpy(p, w, sizeof(*p));
+}
+
 static void set_pending(int fd, const struct dest *d)
 {
 	struct fd_slot *s = fd_slot(fd);
+	struct pending_connect p = {0};
 
 	if (!s)
 		return;
 	if (atomic_exchange(&s->pending, 0))
 		atomic_fetch_sub(&npending, 1);
-	s->d = *d;
-	s->ino = socket_ino(fd);
-	s->start_ms = rlb_monotonic_ms();
+	p.d = *d;
+	p.ino = socket_ino(fd);
+	p.start_ms = rlb_monotonic_ms();
+	slot_store(s, &p);
 	atomic_fetch_add(&npending, 1);
 	atomic_store_explicit(&s->pending, 1, memory_order_release);
 }
 
 /* Take the pending entry of fd if it is this very socket. */
-static bool take_pending(int fd, struct fd_slot *copy)
+static bool take_pending(int fd, struct pending_connect *copy)
 {
 	struct fd_slot *s = fd_slot(fd);
 
-	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
+	if (!s || !atomic_load_explicit(&s->pending, memory_order_relaxed) ||
+	    !atomic_exchange_explicit(&s->pending, 0, memory_order_acq_rel))
 		return false;
-	*copy = *s;
-	if (!atomic_exchange(&s->pending, 0))
-		return false;
+	/* Ours now: the exchange saw set_pending()'s release. */
 	atomic_fetch_sub(&npending, 1);
-	return copy->ino == socket_ino(fd);
+	slot_load(s, copy);
+	return copy->ino == (uint64_t)socket_ino(fd);
 }
 
 static void clear_pending(int fd)
@@ -446,7 +478,8 @@ int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 
 int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	struct fd_slot *s = fd_slot(fd), copy;
+	struct fd_slot *s = fd_slot(fd);
+	struct pending_connect copy;
 	int rc = rlb_libc()->getsockopt(fd, level, name, val, len);
 	int saved = errno, err;
 
@@ -467,7 +500,7 @@ out:
 
 int rlb_track_close(int fd)
 {
-	struct fd_slot copy;
+	struct pending_connect copy;
 	int err = 0, saved = errno;
 	socklen_t len = sizeof(err);
 

@@ -157,10 +157,14 @@ rlb_setup()
 	export PYTHONDONTWRITEBYTECODE=1
 	export LC_ALL=C
 	write_gai_probe
-	if [ ! -f "$RLB_LIB" ]; then
-		echo "library not built: $RLB_LIB"
-		exit 1
-	fi
+	# RLB_LIB may name a runtime to preload first (ThreadSanitizer's).
+	local lib
+	for lib in $RLB_LIB; do
+		if [ ! -f "$lib" ]; then
+			echo "library not built: $lib"
+			exit 1
+		fi
+	done
 	[ "${1:-}" = nocanary ] || rlb_canary
 }
 
