@@ -1212,10 +1212,27 @@ static void apply_env(struct parser *p, const struct rlb_config_source *src,
 }
 
 /* Build *out from the layers, or report why not (freeing everything). */
+/* A config holding only stamps (no clusters): what a broken load read. */
+static struct rlb_config *stamps_only(struct rlb_file_stamp *stamps,
+				      size_t nstamps)
+{
+	struct rlb_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg)
+		return NULL;
+	for (size_t i = 0; i < nstamps; i++) {
+		cfg->stamps[i] = stamps[i];
+		stamps[i].path = NULL;
+	}
+	cfg->nstamps = nstamps;
+	atomic_init(&cfg->refs, 1);
+	return cfg;
+}
+
 static int finish(struct parser *p, struct layer *m, struct layer *a,
 		  const struct rlb_config_source *src,
 		  struct rlb_file_stamp *stamps, size_t nstamps,
-		  struct rlb_config **out)
+		  struct rlb_config **out, struct rlb_config **broken)
 {
 	static const struct rlb_config_source no_env;
 	enum rlb_policy policy = RLB_POLICY_RANDOM;
@@ -1250,6 +1267,8 @@ out_free:
 	if (p->nomem)
 		rc = -ENOMEM;
 	rlb_config_free(cfg);
+	if (rc == -EINVAL && broken)
+		*broken = stamps_only(stamps, nstamps);
 	for (size_t i = 0; i < nstamps; i++)
 		stamp_free(&stamps[i]);
 	layer_free(m);
@@ -1289,6 +1308,13 @@ void rlb_config_source_from_env(struct rlb_config_source *src)
 int rlb_config_load(const struct rlb_config_source *src,
 		    struct rlb_config **out, struct rlb_diag *diag)
 {
+	return rlb_config_load_ex(src, out, diag, NULL);
+}
+
+int rlb_config_load_ex(const struct rlb_config_source *src,
+		       struct rlb_config **out, struct rlb_diag *diag,
+		       struct rlb_config **broken)
+{
 	struct rlb_file_stamp stamps[2] = {0};
 	struct parser p = {.diag = diag};
 	struct layer m = {0}, a = {0};
@@ -1322,7 +1348,7 @@ int rlb_config_load(const struct rlb_config_source *src,
 			read_file(&p, app_path, &a, &stamps[1]);
 		}
 	}
-	rc = finish(&p, &m, &a, src, stamps, nstamps, out);
+	rc = finish(&p, &m, &a, src, stamps, nstamps, out, broken);
 	free(app_path);
 	errno = saved;
 	return rc;
@@ -1346,7 +1372,7 @@ int rlb_config_parse_string(const char *text, const char *name,
 	config_destroy(&lc);
 	if (m.parsed && !m.has_clusters)
 		report_at(&p, p.file, 1, "missing \"clusters\" list");
-	return finish(&p, &m, &a, NULL, NULL, 0, out);
+	return finish(&p, &m, &a, NULL, NULL, 0, out, NULL);
 }
 
 void rlb_config_free(struct rlb_config *cfg)

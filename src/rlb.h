@@ -242,6 +242,15 @@ const char *rlb_config_app_name(void);
  */
 int rlb_config_load(const struct rlb_config_source *src,
 		    struct rlb_config **out, struct rlb_diag *diag);
+/*
+ * As rlb_config_load(); when the config is broken (-EINVAL) and broken is
+ * not NULL, *broken receives a config holding only the stamps of the
+ * files read (no clusters; NULL if out of memory), so that
+ * rlb_config_changed() tells when one of them is edited again.
+ */
+int rlb_config_load_ex(const struct rlb_config_source *src,
+		       struct rlb_config **out, struct rlb_diag *diag,
+		       struct rlb_config **broken);
 /* Parse config text; `name` is used in messages as the file name. */
 int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag);

@@ -25,9 +25,12 @@ static struct rlb_config *_Atomic current;
 static bool disabled;
 static atomic_llong next_check_ms;
 static atomic_flag reload_busy = ATOMIC_FLAG_INIT;
-/* Stamps of the last broken config reported, so it is reported once. */
-static struct timespec broken_mtime;
-static off_t broken_size = -1;
+/*
+ * The files of the last broken config (stamps only): reported once, and
+ * parsed again only once one of them changes. Touched only by the thread
+ * holding reload_busy (or by init).
+ */
+static struct rlb_config *broken;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_bool init_done;
@@ -102,24 +105,6 @@ static void report_broken(const struct rlb_diag *diag, bool keeping)
 			: "; passing everything through");
 }
 
-static bool same_broken_file(const char *path)
-{
-	struct rlb_file_stamp probe = {0};
-	struct stat st;
-
-	if (!path || stat(path, &st) != 0)
-		return false;
-	probe.mtime = st.st_mtim;
-	probe.size = st.st_size;
-	if (probe.size == broken_size &&
-	    probe.mtime.tv_sec == broken_mtime.tv_sec &&
-	    probe.mtime.tv_nsec == broken_mtime.tv_nsec)
-		return true;
-	broken_size = probe.size;
-	broken_mtime = probe.mtime;
-	return false;
-}
-
 /*
  * Load the config from the environment's lookup; on success make it the
  * current one. Keeps the current one on any failure.
@@ -132,17 +117,17 @@ static void load_config(bool initial)
 	int rc;
 
 	rlb_config_source_from_env(&src);
-	rc = rlb_config_load(&src, &cfg, &diag);
+	put_config(broken);
+	broken = NULL;
+	rc = rlb_config_load_ex(&src, &cfg, &diag, &broken);
 	if (rc == -ENOENT) {
 		/* No config: pass through silently (keep a running one). */
 		goto out_free_diag;
 	}
 	if (rc < 0) {
-		if (!same_broken_file(src.path))
-			report_broken(&diag, !initial && current);
+		report_broken(&diag, !initial && current);
 		goto out_free_diag;
 	}
-	broken_size = -1;
 	/*
 	 * Only a reload drops the state of replicas that left the config: a
 	 * fresh process whose apps.d overlay differs from another program's
@@ -208,7 +193,8 @@ static void maybe_reload(void)
 	pthread_mutex_lock(&cfg_lock);
 	changed = !current || rlb_config_changed(current);
 	pthread_mutex_unlock(&cfg_lock);
-	if (changed)
+	/* A broken version is parsed once, not every second. */
+	if (changed && !(broken && !rlb_config_changed(broken)))
 		load_config(false);
 	atomic_flag_clear(&reload_busy);
 }

@@ -1237,6 +1237,42 @@ static void test_config_env_invalid(void **state)
 	rlb_diag_free(&d);
 }
 
+/* A broken load still tells which files it read, so the runtime parses a
+ * broken version once, not on every check. */
+static void test_config_broken_stamps(void **state)
+{
+	struct rlb_config_source src = {.app = "tool"};
+	struct rlb_config *cfg = NULL, *broken = NULL;
+	struct rlb_diag d = {0};
+	struct tmp t;
+	char *path;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", MINIMAL);
+	tmp_write(&t, "apps.d/tool.conf", "load_balancing = \"nearest\";\n");
+	path = tmp_path(&t, "m.conf");
+	src.path = path;
+	assert_int_equal(rlb_config_load_ex(&src, &cfg, &d, &broken), -EINVAL);
+	assert_null(cfg);
+	assert_non_null(broken);
+	assert_int_equal(broken->nclusters, 0);
+	assert_int_equal(broken->nstamps, 2);
+	assert_false(rlb_config_changed(broken));
+	/* Fixing the app file is a change. */
+	tmp_write(&t, "apps.d/tool.conf", "load_balancing = \"in_order\";\n");
+	assert_true(rlb_config_changed(broken));
+	rlb_config_free(broken);
+	broken = NULL;
+	rlb_diag_free(&d);
+	assert_int_equal(rlb_config_load_ex(&src, &cfg, &d, &broken), 0);
+	assert_null(broken);
+	assert_int_equal(cfg->clusters[0].s.load_balancing,
+			 RLB_POLICY_IN_ORDER);
+	rlb_config_free(cfg);
+	free(path);
+	tmp_cleanup(&t);
+}
+
 static void test_config_changed(void **state)
 {
 	struct rlb_config_source src = {.app = "late"};
@@ -1377,9 +1413,102 @@ static void test_config_source_from_env(void **state)
 	unsetenv("REPLICALB_HOSTNAME");
 }
 
+/* The whole of a file as a NUL-terminated string (free()). */
+static char *file_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/*
+ * Mutations of the sample config (flipped, dropped, duplicated bytes,
+ * truncation): whatever the parser gets, it answers with a config or
+ * with messages, and never crashes or leaks (ASan and valgrind runs).
+ */
+static void test_config_mutations_never_crash(void **state)
+{
+	static const char alphabet[] = "{}()[];=,:\"'#/*\n -0123456789Lxa@\\";
+	size_t len, ok = 0, bad = 0;
+	char *orig = file_text(TEST_DATA_DIR "/../../etc/replicalb.conf", &len);
+	uint64_t seed = 0x9e3779b97f4a7c15ULL;
+
+	for (int round = 0; round < 400; round++) {
+		char *text = malloc(2 * len + 1);
+		struct rlb_config *cfg = NULL;
+		struct rlb_diag d = {0};
+		size_t n = len;
+
+		assert_non_null(text);
+		memcpy(text, orig, len);
+		for (int m = 0; m < 1 + round % 8; m++) {
+			size_t at;
+
+			seed = seed * 6364136223846793005ULL +
+			       1442695040888963407ULL;
+			at = (size_t)(seed >> 33) % n;
+			switch ((seed >> 20) % 4) {
+			case 0: /* replace */
+				text[at] = alphabet[(seed >> 8) %
+						    (sizeof(alphabet) - 1)];
+				break;
+			case 1: /* drop */
+				memmove(text + at, text + at + 1, n - at - 1);
+				n--;
+				break;
+			case 2: /* duplicate a run */
+				if (n + 16 < 2 * len) {
+					memmove(text + at + 16, text + at,
+						n - at);
+					n += 16;
+				}
+				break;
+			default: /* truncate */
+				n = at + 1;
+				break;
+			}
+		}
+		text[n] = '\0';
+		if (rlb_config_parse_string(text, "m.conf", &cfg, &d) == 0) {
+			assert_non_null(cfg);
+			assert_int_equal(d.n, 0);
+			rlb_config_free(cfg);
+			ok++;
+		} else {
+			assert_null(cfg);
+			assert_true(d.n > 0);
+			for (size_t k = 0; k < d.n; k++)
+				assert_true(strncmp(d.msgs[k], "m.conf:", 7) ==
+					    0);
+			bad++;
+		}
+		rlb_diag_free(&d);
+		free(text);
+	}
+	free(orig);
+	/* The mutations reach both outcomes. */
+	assert_true(ok > 0);
+	assert_true(bad > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_mutations_never_crash),
+		cmocka_unit_test(test_config_broken_stamps),
 		cmocka_unit_test(test_config_defaults),
 		cmocka_unit_test(test_config_full_fixture),
 		cmocka_unit_test(test_config_int64_values),
