@@ -401,8 +401,6 @@ const char *rlb_runtime_local_hostname(const struct rlb_config *cfg);
  * Returns 0 or -ENOMEM.
  */
 int rlb_runtime_prepare(struct rlb_config *cfg, bool prune);
-/* Whether the library is doing anything at all (cheap). */
-bool rlb_runtime_active(void);
 
 /* ------------------------------------------------------------------ */
 /* resolve.c */

@@ -245,12 +245,6 @@ void rlb_runtime_release(struct rlb_config *cfg)
 		tls_depth--;
 }
 
-bool rlb_runtime_active(void)
-{
-	return !disabled &&
-	       atomic_load_explicit(&current, memory_order_relaxed);
-}
-
 static char fqdn[RLB_MAX_HOST + 1];
 static pthread_once_t fqdn_once = PTHREAD_ONCE_INIT;
 
