@@ -16,9 +16,10 @@
 #define RELOAD_INTERVAL_MS 1000
 
 /*
- * The snapshot in force. Readers take a reference under cfg_lock (a
- * pointer load and an increment: nanoseconds); a reload builds the new
- * snapshot outside the lock and swaps it in. The last reference frees.
+ * The snapshot in force, holding one reference of its own. A reload
+ * builds the new snapshot outside cfg_lock and swaps it in under it;
+ * threads pick it up through their caches below. The last reference
+ * frees.
  */
 static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rlb_config *_Atomic current;
