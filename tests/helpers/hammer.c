@@ -169,6 +169,24 @@ static int reap(pid_t pid)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* A pipe and a child at its other end; -1, counted, if either fails. */
+static pid_t fork_with_pipe(int p[2], struct counts *c)
+{
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		c->failures++;
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		c->failures++;
+	}
+	return pid;
+}
+
 /* A forked child (no exec) does 3 rounds and sends its counts back. */
 static void do_fork(struct counts *c)
 {
@@ -177,17 +195,9 @@ static void do_fork(struct counts *c)
 	pid_t pid;
 	size_t got;
 
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		c->failures++;
+	pid = fork_with_pipe(p, c);
+	if (pid < 0)
 		return;
-	}
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		c->failures++;
-		return;
-	}
 	if (pid == 0) {
 		memset(&child, 0, sizeof(child));
 		for (i = 0; i < 3; i++)
@@ -216,17 +226,9 @@ static void do_exec(char *const argv[], int parse, struct counts *c)
 	pid_t pid;
 	size_t got;
 
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		c->failures++;
+	pid = fork_with_pipe(p, c);
+	if (pid < 0)
 		return;
-	}
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		c->failures++;
-		return;
-	}
 	if (pid == 0) {
 		if (dup2(p[1], STDOUT_FILENO) < 0)
 			_exit(126);

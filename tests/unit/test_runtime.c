@@ -77,6 +77,25 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The policy of rt.cluster in the config in force now. */
+static enum rlb_policy policy_in_force(void)
+{
+	struct rlb_config *cfg = rlb_runtime_acquire();
+	enum rlb_policy p;
+
+	assert_non_null(cfg);
+	p = rlb_config_find(cfg, "RT.cluster.")->s.load_balancing;
+	rlb_runtime_release(cfg);
+	return p;
+}
+
+/* Rewrite the config and wait past the reload interval. */
+static void edit_config(const char *policy, const char *extra)
+{
+	write_config(policy, extra);
+	usleep(1100 * 1000);
+}
+
 /* In a child, before anything initialised the runtime. */
 static void test_runtime_disable_passes_through(void **state)
 {
@@ -97,26 +116,16 @@ static void test_runtime_disable_passes_through(void **state)
 
 static void test_runtime_loads_and_reloads(void **state)
 {
-	struct rlb_config *a, *b;
 	char err[512];
 
 	write_config("in_order", "");
-	a = rlb_runtime_acquire();
-	assert_non_null(a);
-	assert_int_equal(rlb_config_find(a, "RT.cluster.")->s.load_balancing,
-			 RLB_POLICY_IN_ORDER);
-	rlb_runtime_release(a);
+	assert_int_equal(policy_in_force(), RLB_POLICY_IN_ORDER);
 	read_stderr(err, sizeof(err));
 	assert_string_equal(err, "");
 
 	/* An edit is in force within about a second. */
-	write_config("round_robin", "");
-	usleep(1100 * 1000);
-	b = rlb_runtime_acquire();
-	assert_non_null(b);
-	assert_int_equal(rlb_config_find(b, "rt.cluster")->s.load_balancing,
-			 RLB_POLICY_ROUND_ROBIN);
-	rlb_runtime_release(b);
+	edit_config("round_robin", "");
+	assert_int_equal(policy_in_force(), RLB_POLICY_ROUND_ROBIN);
 }
 
 static void test_runtime_snapshot_stable_while_used(void **state)
@@ -125,8 +134,7 @@ static void test_runtime_snapshot_stable_while_used(void **state)
 
 	outer = rlb_runtime_acquire();
 	assert_non_null(outer);
-	write_config("random", "");
-	usleep(1100 * 1000);
+	edit_config("random", "");
 	/* A nested use (a hook inside a hook) keeps the caller's snapshot. */
 	inner = rlb_runtime_acquire();
 	assert_ptr_equal(inner, outer);
@@ -135,25 +143,16 @@ static void test_runtime_snapshot_stable_while_used(void **state)
 			 RLB_POLICY_ROUND_ROBIN);
 	rlb_runtime_release(outer);
 	/* Released: the next use sees the new one. */
-	inner = rlb_runtime_acquire();
-	assert_int_equal(rlb_config_find(inner, "rt.cluster")->s.load_balancing,
-			 RLB_POLICY_RANDOM);
-	rlb_runtime_release(inner);
+	assert_int_equal(policy_in_force(), RLB_POLICY_RANDOM);
 }
 
 static void test_runtime_broken_edit_keeps_last_good(void **state)
 {
-	struct rlb_config *cfg;
 	char err[1024];
 
 	read_stderr(err, sizeof(err));
-	write_config("nearest", "");
-	usleep(1100 * 1000);
-	cfg = rlb_runtime_acquire();
-	assert_non_null(cfg);
-	assert_int_equal(rlb_config_find(cfg, "rt.cluster")->s.load_balancing,
-			 RLB_POLICY_RANDOM);
-	rlb_runtime_release(cfg);
+	edit_config("nearest", "");
+	assert_int_equal(policy_in_force(), RLB_POLICY_RANDOM);
 	/* One message, with file and line, saying what happens. */
 	read_stderr(err, sizeof(err));
 	assert_non_null(strstr(err, "replicalb.conf:1: unknown load_balancing "
@@ -169,20 +168,33 @@ static void test_runtime_broken_edit_keeps_last_good(void **state)
 	assert_string_equal(err, "");
 
 	/* Fixed: in force again. */
-	write_config("in_order", "");
-	usleep(1100 * 1000);
-	cfg = rlb_runtime_acquire();
-	assert_int_equal(rlb_config_find(cfg, "rt.cluster")->s.load_balancing,
-			 RLB_POLICY_IN_ORDER);
-	rlb_runtime_release(cfg);
+	edit_config("in_order", "");
+	assert_int_equal(policy_in_force(), RLB_POLICY_IN_ORDER);
+}
+
+/* log_target = "syslog": messages leave stderr alone (SPEC 8). */
+static void test_runtime_log_target_syslog(void **state)
+{
+	char err[512];
+
+	edit_config("in_order", "log_target = \"syslog\";\n");
+	assert_int_equal(policy_in_force(), RLB_POLICY_IN_ORDER);
+	read_stderr(err, sizeof(err));
+	rlb_log(RLB_LOG_ERROR, "to syslog, not stderr");
+	read_stderr(err, sizeof(err));
+	assert_string_equal(err, "");
+	edit_config("in_order", "");
+	assert_int_equal(policy_in_force(), RLB_POLICY_IN_ORDER);
+	rlb_log(RLB_LOG_ERROR, "back on stderr");
+	read_stderr(err, sizeof(err));
+	assert_non_null(strstr(err, "]: back on stderr\n"));
 }
 
 static void test_runtime_local_hostname_from_config(void **state)
 {
 	struct rlb_config *cfg;
 
-	write_config("nearest_hostname", "local_hostname = \"ch-1.dc1\";\n");
-	usleep(1100 * 1000);
+	edit_config("nearest_hostname", "local_hostname = \"ch-1.dc1\";\n");
 	cfg = rlb_runtime_acquire();
 	assert_non_null(cfg);
 	assert_string_equal(rlb_runtime_local_hostname(cfg), "ch-1.dc1");
@@ -203,6 +215,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_loads_and_reloads),
 		cmocka_unit_test(test_runtime_snapshot_stable_while_used),
 		cmocka_unit_test(test_runtime_broken_edit_keeps_last_good),
+		cmocka_unit_test(test_runtime_log_target_syslog),
 		cmocka_unit_test(test_runtime_local_hostname_from_config),
 	};
 
