@@ -955,9 +955,6 @@ static void cluster_free(struct rlb_cluster *c)
 	free(c->name);
 	free(c->local_hostname);
 	free(c->file);
-	free(c->host_prio);
-	if (c->health)
-		rlb_health_detach(c->health);
 }
 
 static void layer_free(struct layer *l)

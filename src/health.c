@@ -335,7 +335,7 @@ static int lock_file(int fd)
 static void unlock_close(int fd)
 {
 	flock(fd, LOCK_UN);
-	close(fd);
+	rlb_libc()->close(fd);
 }
 
 /* Why st (of a state file or directory) must not be used, or NULL. */
@@ -444,7 +444,7 @@ static int state_dir_open(const char *dir, char *why, size_t whylen)
 	return fd;
 
 out_close:
-	close(fd);
+	rlb_libc()->close(fd);
 	return -1;
 }
 
@@ -525,13 +525,13 @@ static int state_file_open(int dirfd, const char *fname, struct stat *st,
 		    fstatat(dirfd, fname, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    cur.st_dev == st->st_dev && cur.st_ino == st->st_ino)
 			return fd;
-		close(fd);
+		rlb_libc()->close(fd);
 	}
 	snprintf(why, whylen, "it keeps being replaced");
 	return -1;
 
 out_close:
-	close(fd);
+	rlb_libc()->close(fd);
 	return -1;
 }
 
@@ -721,7 +721,7 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 		c->health = h;
 	}
 	if (dirfd >= 0)
-		close(dirfd);
+		rlb_libc()->close(dirfd);
 	errno = saved;
 }
 
@@ -764,7 +764,7 @@ static struct health_slot *reclaim(struct rlb_health *h,
 		fd = open(h->path, flags);
 		if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != h->dev ||
 				st.st_ino != h->ino)) {
-			close(fd);
+			rlb_libc()->close(fd);
 			fd = -1;
 		}
 		if (fd >= 0 && lock_file(fd) != 0)

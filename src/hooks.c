@@ -11,31 +11,31 @@
  * no reference held) when the name is not a virtual one.
  */
 static struct rlb_cluster *virtual_cluster(const char *name,
-					   struct rlb_config **cfg)
+					   struct rlb_snapshot **snap)
 {
 	struct rlb_cluster *c;
 
-	if (!name || !(*cfg = rlb_runtime_acquire()))
+	if (!name || !(*snap = rlb_runtime_acquire()))
 		return NULL;
-	c = rlb_config_find(*cfg, name);
+	c = rlb_config_find((*snap)->cfg, name);
 	if (!c)
-		rlb_runtime_release(*cfg);
+		rlb_runtime_release(*snap);
 	return c;
 }
 
 RLB_EXPORT int getaddrinfo(const char *node, const char *service,
 			   const struct addrinfo *hints, struct addrinfo **res)
 {
-	struct rlb_config *cfg;
+	struct rlb_snapshot *snap;
 	struct rlb_cluster *c;
 	int rc;
 
 	/* AI_NUMERICHOST: a virtual name is not a number; libc says so. */
 	if ((hints && (hints->ai_flags & AI_NUMERICHOST)) ||
-	    !(c = virtual_cluster(node, &cfg)))
+	    !(c = virtual_cluster(node, &snap)))
 		return rlb_libc()->getaddrinfo(node, service, hints, res);
 	rc = rlb_resolve_getaddrinfo(c, service, hints, res);
-	rlb_runtime_release(cfg);
+	rlb_runtime_release(snap);
 	return rc;
 }
 
@@ -43,8 +43,8 @@ RLB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret,
 				char *buf, size_t buflen,
 				struct hostent **result, int *h_errnop)
 {
-	struct rlb_config *cfg;
-	struct rlb_cluster *c = virtual_cluster(name, &cfg);
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c = virtual_cluster(name, &snap);
 	int rc;
 
 	if (!c)
@@ -52,7 +52,7 @@ RLB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret,
 						    result, h_errnop);
 	rc = rlb_resolve_gethostbyname(c, name, af, ret, buf, buflen, result,
 				       h_errnop);
-	rlb_runtime_release(cfg);
+	rlb_runtime_release(snap);
 	return rc;
 }
 
@@ -60,8 +60,8 @@ RLB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
 			       size_t buflen, struct hostent **result,
 			       int *h_errnop)
 {
-	struct rlb_config *cfg;
-	struct rlb_cluster *c = virtual_cluster(name, &cfg);
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c = virtual_cluster(name, &snap);
 	int rc;
 
 	if (!c)
@@ -69,53 +69,72 @@ RLB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
 						   result, h_errnop);
 	rc = rlb_resolve_gethostbyname(c, name, AF_INET, ret, buf, buflen,
 				       result, h_errnop);
-	rlb_runtime_release(cfg);
+	rlb_runtime_release(snap);
 	return rc;
 }
 
 RLB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 {
-	struct rlb_config *cfg;
-	struct rlb_cluster *c = virtual_cluster(name, &cfg);
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c = virtual_cluster(name, &snap);
 	struct hostent *h;
 
 	if (!c)
 		return rlb_libc()->gethostbyname2(name, af);
 	h = rlb_resolve_gethostbyname_static(c, name, af);
-	rlb_runtime_release(cfg);
+	rlb_runtime_release(snap);
 	return h;
 }
 
 RLB_EXPORT struct hostent *gethostbyname(const char *name)
 {
-	struct rlb_config *cfg;
-	struct rlb_cluster *c = virtual_cluster(name, &cfg);
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c = virtual_cluster(name, &snap);
 	struct hostent *h;
 
 	if (!c)
 		return rlb_libc()->gethostbyname(name);
 	h = rlb_resolve_gethostbyname_static(c, name, AF_INET);
-	rlb_runtime_release(cfg);
+	rlb_runtime_release(snap);
 	return h;
 }
 
+/*
+ * The socket hooks: tracking reports a failure that belongs to replicas,
+ * and the runtime counts it against the snapshot in force.
+ */
 RLB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
+	struct rlb_failure f;
 	/* Checks "is this a replica's address?" first, in a few loads. */
-	return rlb_track_connect(fd, sa, len);
+	int rc = rlb_track_connect(fd, sa, len, &f);
+
+	if (__builtin_expect(f.n != 0, 0))
+		rlb_runtime_charge(&f);
+	return rc;
 }
 
 RLB_EXPORT int getsockopt(int fd, int level, int name, void *val,
 			  socklen_t *len)
 {
+	struct rlb_failure f;
+	int rc;
+
 	if (!rlb_track_active())
 		return rlb_libc()->getsockopt(fd, level, name, val, len);
-	return rlb_track_getsockopt(fd, level, name, val, len);
+	rc = rlb_track_getsockopt(fd, level, name, val, len, &f);
+	rlb_runtime_charge(&f);
+	return rc;
 }
 
 RLB_EXPORT int close(int fd)
 {
+	struct rlb_failure f;
+	int rc;
+
 	if (!rlb_track_active())
 		return rlb_libc()->close(fd);
-	return rlb_track_close(fd);
+	rc = rlb_track_close(fd, &f);
+	rlb_runtime_charge(&f);
+	return rc;
 }

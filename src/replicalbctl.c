@@ -516,6 +516,16 @@ static const char *const opt_names[] = {"-n", "--peek", "-v", "--json"};
  * Load the config as the library would, with -c/-a/-H in place of the
  * environment, and report why not. Returns the config or NULL.
  */
+/* This host's FQDN, looked up once, as the library does. */
+static const char *local_fqdn(void)
+{
+	static char fqdn[RLB_MAX_HOST + 1];
+
+	if (!fqdn[0])
+		rlb_local_fqdn(fqdn, sizeof(fqdn));
+	return fqdn;
+}
+
 static struct rlb_config *load_config(const struct ctl_opts *o)
 {
 	struct rlb_config_source src;
@@ -631,6 +641,7 @@ int main(int argc, char **argv)
 {
 	const struct ctl_cmd *cmd = NULL;
 	struct rlb_config *cfg = NULL;
+	struct rlb_snapshot *snap = NULL;
 	struct ctl_opts o = {0};
 	int rc;
 
@@ -667,13 +678,17 @@ int main(int argc, char **argv)
 		/* Our own messages go to the terminal, whatever log_target. */
 		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
 	}
-	if (cmd->needs == CTL_NEEDS_RUNTIME &&
-	    rlb_runtime_prepare(cfg, false) < 0) {
-		ctl_error("out of memory");
-		goto out_free;
+	if (cmd->needs == CTL_NEEDS_RUNTIME) {
+		/* Exactly what the library prepares; never prunes. */
+		snap = rlb_snapshot_new(cfg, local_fqdn, false);
+		cfg = NULL;
+		if (!snap) {
+			ctl_error("out of memory");
+			goto out;
+		}
 	}
-	rc = cmd->run(cfg, &o);
-out_free:
+	rc = cmd->run(snap ? snap->cfg : cfg, &o);
+	rlb_snapshot_put(snap);
 	if (cfg)
 		rlb_config_free(cfg);
 out:

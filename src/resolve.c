@@ -13,244 +13,7 @@
 
 #include "rlb.h"
 
-#define CACHE_BUCKETS	  1024
-#define CACHE_MAX_ENTRIES 8192
-#define STACK_SELECTION	  64 /* replicas selected without malloc */
-
-/* One address of a resolved replica, as the real getaddrinfo gave it. */
-struct cached_addr {
-	int family;
-	int socktype;
-	int protocol;
-	socklen_t addrlen;
-	struct sockaddr_storage addr;
-};
-
-/*
- * The answer of the real getaddrinfo for one (host, service, hints)
- * question, or its error, until it expires.
- */
-struct cache_entry {
-	struct cache_entry *next; /* bucket chain */
-	uint64_t hash;
-	char *host;
-	char *service; /* NULL: none */
-	int family, socktype, protocol, flags;
-	int64_t expires_ms; /* monotonic; INT64_MAX: never */
-	int error;	    /* 0 or the EAI_* code */
-	size_t n;
-	struct cached_addr addrs[];
-};
-
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cache_entry *buckets[CACHE_BUCKETS];
-static size_t cache_entries;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-
-static void atfork_prepare(void)
-{
-	pthread_mutex_lock(&cache_lock);
-}
-
-static void atfork_parent(void)
-{
-	pthread_mutex_unlock(&cache_lock);
-}
-
-static void atfork_child(void)
-{
-	pthread_mutex_unlock(&cache_lock);
-}
-
-static void cache_init(void)
-{
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-}
-
-/* Call with cache_lock held. */
-static void cache_clear_locked(bool only_expired, int64_t now_ms)
-{
-	for (size_t b = 0; b < CACHE_BUCKETS; b++) {
-		struct cache_entry **pp = &buckets[b];
-
-		while (*pp) {
-			struct cache_entry *e = *pp;
-
-			if (only_expired && e->expires_ms > now_ms) {
-				pp = &e->next;
-				continue;
-			}
-			*pp = e->next;
-			free(e->host);
-			free(e->service);
-			free(e);
-			cache_entries--;
-		}
-	}
-}
-
-void rlb_resolve_cache_flush(void)
-{
-	pthread_once(&cache_once, cache_init);
-	pthread_mutex_lock(&cache_lock);
-	cache_clear_locked(false, 0);
-	pthread_mutex_unlock(&cache_lock);
-}
-
-static uint64_t question_hash(const char *host, const char *service,
-			      const struct addrinfo *q)
-{
-	uint64_t h = rlb_hash64(host, strlen(host), 0);
-	int ints[4] = {q->ai_family, q->ai_socktype, q->ai_protocol,
-		       q->ai_flags};
-
-	if (service)
-		h = rlb_hash64(service, strlen(service), h);
-	return rlb_hash64(ints, sizeof(ints), h);
-}
-
-static bool same_question(const struct cache_entry *e, uint64_t hash,
-			  const char *host, const char *service,
-			  const struct addrinfo *q)
-{
-	return e->hash == hash && e->family == q->ai_family &&
-	       e->socktype == q->ai_socktype && e->protocol == q->ai_protocol &&
-	       e->flags == q->ai_flags && strcmp(e->host, host) == 0 &&
-	       (e->service == service ||
-		(e->service && service && strcmp(e->service, service) == 0));
-}
-
-/* A copy of a cached answer, owned by the caller (free(*out)). */
-static bool cache_get(uint64_t hash, const char *host, const char *service,
-		      const struct addrinfo *q, int64_t now_ms,
-		      struct cache_entry **out)
-{
-	struct cache_entry *e;
-	bool found = false;
-
-	pthread_mutex_lock(&cache_lock);
-	for (e = buckets[hash % CACHE_BUCKETS]; e; e = e->next) {
-		size_t size;
-
-		if (!same_question(e, hash, host, service, q))
-			continue;
-		if (e->expires_ms <= now_ms)
-			break;
-		size = sizeof(*e) + e->n * sizeof(e->addrs[0]);
-		*out = malloc(size);
-		if (*out) {
-			memcpy(*out, e, size);
-			(*out)->host = NULL;
-			(*out)->service = NULL;
-			found = true;
-		}
-		break;
-	}
-	pthread_mutex_unlock(&cache_lock);
-	return found;
-}
-
-/* Store a copy of answer `a` (replacing an older answer). */
-static void cache_put(const struct cache_entry *a, const char *host,
-		      const char *service, int64_t now_ms)
-{
-	size_t size = sizeof(*a) + a->n * sizeof(a->addrs[0]);
-	struct cache_entry *e = malloc(size), **pp;
-
-	if (!e)
-		return;
-	memcpy(e, a, size);
-	e->host = strdup(host);
-	e->service = service ? strdup(service) : NULL;
-	if (!e->host || (service && !e->service)) {
-		free(e->host);
-		free(e->service);
-		free(e);
-		return;
-	}
-	pthread_mutex_lock(&cache_lock);
-	for (pp = &buckets[e->hash % CACHE_BUCKETS]; *pp; pp = &(*pp)->next) {
-		struct cache_entry *old = *pp;
-
-		if (old->hash == e->hash && old->family == e->family &&
-		    old->socktype == e->socktype &&
-		    old->protocol == e->protocol && old->flags == e->flags &&
-		    strcmp(old->host, host) == 0 &&
-		    (old->service == NULL) == (service == NULL) &&
-		    (!service || strcmp(old->service, service) == 0)) {
-			*pp = old->next;
-			free(old->host);
-			free(old->service);
-			free(old);
-			cache_entries--;
-			break;
-		}
-	}
-	if (cache_entries >= CACHE_MAX_ENTRIES)
-		cache_clear_locked(true, now_ms);
-	if (cache_entries >= CACHE_MAX_ENTRIES)
-		cache_clear_locked(false, now_ms);
-	e->next = buckets[e->hash % CACHE_BUCKETS];
-	buckets[e->hash % CACHE_BUCKETS] = e;
-	cache_entries++;
-	pthread_mutex_unlock(&cache_lock);
-}
-
-/*
- * Ask the real resolver (never our own hook) and keep its answer as a
- * malloc'd cache_entry. Sets *fresh when the resolver was really asked.
- */
-static struct cache_entry *ask(const char *host, const char *service,
-			       const struct addrinfo *q, int64_t ttl_s,
-			       bool pinned, bool *fresh)
-{
-	int64_t now_ms = rlb_monotonic_ms();
-	uint64_t hash = question_hash(host, service, q);
-	struct addrinfo *res = NULL, *ai;
-	struct cache_entry *e;
-	size_t n = 0;
-	int rc;
-
-	*fresh = false;
-	if ((pinned || ttl_s > 0) &&
-	    cache_get(hash, host, service, q, now_ms, &e))
-		return e;
-	rc = rlb_libc()->getaddrinfo(host, service, q, &res);
-	*fresh = true;
-	for (ai = rc == 0 ? res : NULL; ai; ai = ai->ai_next)
-		n++;
-	e = calloc(1, sizeof(*e) + n * sizeof(e->addrs[0]));
-	if (!e) {
-		if (rc == 0)
-			rlb_libc()->freeaddrinfo(res);
-		return NULL;
-	}
-	e->hash = hash;
-	e->family = q->ai_family;
-	e->socktype = q->ai_socktype;
-	e->protocol = q->ai_protocol;
-	e->flags = q->ai_flags;
-	e->error = rc;
-	e->expires_ms = pinned ? INT64_MAX : now_ms + ttl_s * 1000;
-	for (ai = rc == 0 ? res : NULL; ai; ai = ai->ai_next) {
-		struct cached_addr *a = &e->addrs[e->n];
-
-		if (ai->ai_addrlen > sizeof(a->addr) || !ai->ai_addr)
-			continue;
-		a->family = ai->ai_family;
-		a->socktype = ai->ai_socktype;
-		a->protocol = ai->ai_protocol;
-		a->addrlen = ai->ai_addrlen;
-		memcpy(&a->addr, ai->ai_addr, ai->ai_addrlen);
-		e->n++;
-	}
-	if (rc == 0)
-		rlb_libc()->freeaddrinfo(res);
-	/* EAI_SYSTEM and EAI_MEMORY are passing troubles: don't keep them. */
-	if ((pinned || ttl_s > 0) && rc != EAI_SYSTEM && rc != EAI_MEMORY)
-		cache_put(e, host, service, now_ms);
-	return e;
-}
+#define STACK_SELECTION 64 /* replicas selected without malloc */
 
 /*
  * Whether a failed resolution of host is the replica's fault (SPEC 4/5):
@@ -261,7 +24,7 @@ static bool resolution_counts(int rc, const char *host,
 			      const struct addrinfo *q, int64_t ttl_s)
 {
 	struct addrinfo any = {.ai_socktype = SOCK_STREAM};
-	struct cache_entry *e;
+	struct rlb_dns_answer *e;
 	bool fresh, counts;
 
 	if (rc == EAI_AGAIN || rc == EAI_FAIL)
@@ -272,7 +35,7 @@ static bool resolution_counts(int rc, const char *host,
 	    !(q->ai_flags & AI_NUMERICSERV))
 		return rc == EAI_NONAME;
 	/* Ask the plain question (cached like any other). */
-	e = ask(host, NULL, &any, ttl_s, false, &fresh);
+	e = rlb_dnscache_ask(host, NULL, &any, ttl_s, false, &fresh);
 	if (!e)
 		return false;
 	counts = e->error == EAI_NONAME || e->error == EAI_AGAIN ||
@@ -286,7 +49,7 @@ static bool resolution_counts(int rc, const char *host,
  * appended to *out and *nout (realloc'd). Returns 0 or the EAI_* failure.
  */
 static int replica_addrs(struct rlb_cluster *c, size_t idx, const char *service,
-			 const struct addrinfo *q, struct cached_addr **out,
+			 const struct addrinfo *q, struct rlb_dns_addr **out,
 			 size_t *nout)
 {
 	const struct rlb_replica *r = &c->replicas[idx];
@@ -302,12 +65,13 @@ static int replica_addrs(struct rlb_cluster *c, size_t idx, const char *service,
 	pq.ai_flags |= AI_NUMERICHOST;
 	for (size_t k = 0; k < (r->npinned ? r->npinned : 1); k++) {
 		const char *host = r->npinned ? r->pinned[k] : r->host;
-		struct cache_entry *e;
-		struct cached_addr *grown;
+		struct rlb_dns_answer *e;
+		struct rlb_dns_addr *grown;
 		bool fresh;
 
-		e = ask(host, service, r->npinned ? &pq : q, c->s.dns_cache_ttl,
-			r->npinned > 0, &fresh);
+		e = rlb_dnscache_ask(host, service, r->npinned ? &pq : q,
+				     c->s.dns_cache_ttl, r->npinned > 0,
+				     &fresh);
 		if (!e) {
 			last = EAI_MEMORY;
 			continue;
@@ -496,20 +260,53 @@ static void warn_unresolvable(const struct rlb_cluster *c, int rc)
 		c->name, gai_strerror(rc));
 }
 
-/* One addrinfo node in glibc's layout: node and sockaddr in one block. */
-static struct addrinfo *new_node(const struct cached_addr *a)
+/*
+ * The one builder of result nodes: an addrinfo in glibc's layout (node
+ * and sockaddr in one malloc, so libc's freeaddrinfo() frees it), handed
+ * out for replica idx of c (tracked for error attribution) and linked at
+ * *tail. Returns false when out of memory.
+ */
+static bool append_node(struct rlb_cluster *c, size_t idx, int family,
+			int socktype, int protocol, const void *sa,
+			socklen_t len, struct addrinfo ***tail)
 {
-	struct addrinfo *ai = calloc(1, sizeof(*ai) + a->addrlen);
+	struct addrinfo *ai = malloc(sizeof(*ai) + len);
 
 	if (!ai)
-		return NULL;
-	ai->ai_family = a->family;
-	ai->ai_socktype = a->socktype;
-	ai->ai_protocol = a->protocol;
-	ai->ai_addrlen = a->addrlen;
+		return false;
+	memset(ai, 0, sizeof(*ai));
+	ai->ai_family = family;
+	ai->ai_socktype = socktype;
+	ai->ai_protocol = protocol;
+	ai->ai_addrlen = len;
 	ai->ai_addr = (struct sockaddr *)(ai + 1);
-	memcpy(ai->ai_addr, &a->addr, a->addrlen);
-	return ai;
+	memcpy(ai->ai_addr, sa, len);
+	rlb_track_handout(c, idx, ai->ai_addr, len);
+	**tail = ai;
+	*tail = &ai->ai_next;
+	return true;
+}
+
+/* The sockaddr of literal lit with port (network order); its length. */
+static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
+				  struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (lit->family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = port;
+		memcpy(&in->sin_addr, lit->bytes, 4);
+		return sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = port;
+		memcpy(&in6->sin6_addr, lit->bytes, 16);
+		return sizeof(*in6);
+	}
 }
 
 /*
@@ -527,39 +324,16 @@ static int literal_nodes(struct rlb_cluster *c, size_t idx,
 
 	for (size_t a = 0; a < r->nliteral; a++) {
 		const struct rlb_addr *lit = &r->literal[a];
-		socklen_t alen = lit->family == AF_INET
-					 ? sizeof(struct sockaddr_in)
-					 : sizeof(struct sockaddr_in6);
+		struct sockaddr_storage ss;
+		socklen_t alen;
 
 		if (lq->family != AF_UNSPEC && lq->family != lit->family)
 			continue;
+		alen = literal_sockaddr(lit, port, &ss);
 		for (size_t t = 0; t < lq->ntypes; t++) {
-			struct addrinfo *ai = malloc(sizeof(*ai) + alen);
-
-			if (!ai)
+			if (!append_node(c, idx, lit->family, lq->socktype[t],
+					 lq->protocol[t], &ss, alen, tail))
 				return EAI_MEMORY;
-			memset(ai, 0, sizeof(*ai) + alen);
-			ai->ai_family = lit->family;
-			ai->ai_socktype = lq->socktype[t];
-			ai->ai_protocol = lq->protocol[t];
-			ai->ai_addrlen = alen;
-			ai->ai_addr = (struct sockaddr *)(ai + 1);
-			if (lit->family == AF_INET) {
-				struct sockaddr_in *in = (void *)ai->ai_addr;
-
-				in->sin_family = AF_INET;
-				in->sin_port = port;
-				memcpy(&in->sin_addr, lit->bytes, 4);
-			} else {
-				struct sockaddr_in6 *in6 = (void *)ai->ai_addr;
-
-				in6->sin6_family = AF_INET6;
-				in6->sin6_port = port;
-				memcpy(&in6->sin6_addr, lit->bytes, 16);
-			}
-			rlb_track_handout(c, idx, ai->ai_addr, alen);
-			**tail = ai;
-			*tail = &ai->ai_next;
 			added++;
 		}
 	}
@@ -583,13 +357,12 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 	struct sel_storage st;
 	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0}, *head = NULL, **tail = &head;
-	struct cached_addr *addrs = NULL;
+	struct rlb_dns_addr *addrs = NULL;
 	struct literal_question lq;
 	const char *canon = NULL;
 	int rc, last = 0;
 	bool fast;
 
-	pthread_once(&cache_once, cache_init);
 	if (hints) {
 		q.ai_flags = hints->ai_flags & ~AI_CANONNAME;
 		q.ai_family = hints->ai_family;
@@ -624,15 +397,14 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 			continue;
 		}
 		for (size_t j = 0; j < n; j++) {
-			struct addrinfo *ai = new_node(&addrs[j]);
+			const struct rlb_dns_addr *a = &addrs[j];
 
-			if (!ai) {
+			if (!append_node(c, idx, a->family, a->socktype,
+					 a->protocol, &a->addr, a->addrlen,
+					 &tail)) {
 				last = EAI_MEMORY;
 				goto out_fail;
 			}
-			rlb_track_handout(c, idx, ai->ai_addr, ai->ai_addrlen);
-			*tail = ai;
-			tail = &ai->ai_next;
 		}
 		if (n && !canon)
 			canon = c->replicas[idx].host;
@@ -676,7 +448,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	struct sel_storage st;
 	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0};
-	struct cached_addr *addrs = NULL;
+	struct rlb_dns_addr *addrs = NULL;
 	size_t naddrs = 0, nuniq = 0, off, need;
 	const char *hname = NULL;
 	char **aliases, **list;
@@ -687,7 +459,6 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 		*h_errnop = NETDB_INTERNAL;
 		return EAFNOSUPPORT;
 	}
-	pthread_once(&cache_once, cache_init);
 	q.ai_family = af;
 	q.ai_socktype = SOCK_STREAM;
 	sel = run_selection(c, &st, &heap);
@@ -764,25 +535,18 @@ out_free:
  * buffer grows as needed and is only touched under its lock.
  */
 static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t static_once = PTHREAD_ONCE_INIT;
 static struct hostent static_host;
 static char *static_buf;
 static size_t static_len;
 
-static void static_lock_acquire(void)
+void rlb_resolve_fork_lock(void)
 {
 	pthread_mutex_lock(&static_lock);
 }
 
-static void static_lock_release(void)
+void rlb_resolve_fork_unlock(void)
 {
 	pthread_mutex_unlock(&static_lock);
-}
-
-static void static_init(void)
-{
-	pthread_atfork(static_lock_acquire, static_lock_release,
-		       static_lock_release);
 }
 
 struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
@@ -792,7 +556,6 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 	int herr = NETDB_INTERNAL;
 	size_t len;
 
-	pthread_once(&static_once, static_init);
 	pthread_mutex_lock(&static_lock);
 	for (len = static_len ? static_len : 1024; len <= (1u << 22);
 	     len *= 2) {

@@ -54,6 +54,14 @@ int64_t rlb_monotonic_ms(void);
 void rlb_ascii_lower(char *dst, const char *src, size_t dstlen);
 
 /*
+ * This host's FQDN (design.md §3.2): the canonical name of gethostname()
+ * from the real getaddrinfo with AI_CANONNAME, else gethostname(), else
+ * "". Written into buf (NUL-terminated); asks the resolver every call.
+ * Keeps errno.
+ */
+void rlb_local_fqdn(char *buf, size_t len);
+
+/*
  * Dynamic list of diagnostics ("file:line: message") filled by the config
  * loader. rlb_diag_add() formats one message; rlb_diag_free() frees all.
  */
@@ -346,6 +354,57 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel);
 
 /* ------------------------------------------------------------------ */
+/* snapshot.c */
+
+/*
+ * A config ready for selection: the parsed model, the hostname priorities
+ * derived from it and its attached health state. Built and freed only
+ * here; shared by reference count (the runtime's threads, replicalbctl).
+ */
+struct rlb_snapshot {
+	struct rlb_config *cfg; /* owned; clusters have host_prio, health */
+	atomic_uint refs;
+};
+
+/*
+ * Take ownership of cfg and make it ready: each cluster's hostname
+ * priorities (against its local_hostname, else cfg's, else fqdn(),
+ * called only when a hostname policy needs it; fqdn may be NULL for "")
+ * and its shared health (prune: drop the state of replicas no longer in
+ * the config). Returns the snapshot with refs = 1, or NULL with errno
+ * ENOMEM (cfg is freed).
+ */
+struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
+				      const char *(*fqdn)(void), bool prune);
+void rlb_snapshot_get(struct rlb_snapshot *snap);
+/* Drop one reference; the last detaches health and frees everything. */
+void rlb_snapshot_put(struct rlb_snapshot *snap);
+
+#define RLB_MAX_OWNERS 8 /* replicas one address may belong to */
+
+/* A replica as tracking knows it: by hashes that survive reloads. */
+struct rlb_owner {
+	uint64_t cluster; /* rlb_cluster.name_hash */
+	uint64_t replica; /* rlb_replica.identity */
+};
+
+/* A failed or abandoned connect, as tracking reports it. */
+struct rlb_failure {
+	size_t n; /* owners; 0: nothing to count */
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	int err;	/* the errno that failed it */
+	int64_t age_ms; /* abandoned while pending this long; -1: failed */
+};
+
+/*
+ * Count f against each of its replicas in snap: one error each, except
+ * that an abandoned attempt (age_ms >= 0) counts only in clusters whose
+ * connect_timeout_ms it outlived (design.md §5). Keeps errno.
+ */
+void rlb_snapshot_charge(struct rlb_snapshot *snap,
+			 const struct rlb_failure *f);
+
+/* ------------------------------------------------------------------ */
 /* libc.c */
 
 /*
@@ -375,32 +434,27 @@ struct rlb_libc *rlb_libc(void);
 /* runtime.c */
 
 /*
- * Process-wide state of the preload library: the current config
- * snapshot, hot reload, fork handling, the local hostname.
+ * Process-wide state of the preload library: the snapshot in force, hot
+ * reload, the local hostname, and the library's one fork handler.
  */
 
 /*
- * The config in force with a reference held, or NULL when disabled or
+ * The snapshot in force with a reference held, or NULL when disabled or
  * unconfigured. Checks for a changed file at most about once a second.
  * Release with rlb_runtime_release().
  */
-struct rlb_config *rlb_runtime_acquire(void);
-void rlb_runtime_release(struct rlb_config *cfg);
+struct rlb_snapshot *rlb_runtime_acquire(void);
+void rlb_runtime_release(struct rlb_snapshot *snap);
 /*
- * Local hostname for hostname policies (SPEC 3.2): cfg->local_hostname if
- * set, else the canonical name of gethostname() via the real getaddrinfo
- * with AI_CANONNAME, else gethostname(); the latter computed once per
- * process. Never NULL.
+ * This host's FQDN (design.md §3.2), computed once per process with
+ * rlb_local_fqdn(). Never NULL.
  */
-const char *rlb_runtime_local_hostname(const struct rlb_config *cfg);
+const char *rlb_runtime_fqdn(void);
 /*
- * Make a freshly loaded config usable for selection: precompute hostname
- * priorities of every cluster (cluster local_hostname, else
- * rlb_runtime_local_hostname()) and attach shared health state (pruning
- * removed replicas when `prune`). Used by the library and replicalbctl.
- * Returns 0 or -ENOMEM.
+ * Count failure f against its replicas in the snapshot in force (what
+ * tracking reports; see rlb_snapshot_charge()). Keeps errno.
  */
-int rlb_runtime_prepare(struct rlb_config *cfg, bool prune);
+void rlb_runtime_charge(const struct rlb_failure *f);
 
 /* ------------------------------------------------------------------ */
 /* resolve.c */
@@ -427,8 +481,45 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
  */
 struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 						 const char *name, int af);
-/* Drop the per-process DNS cache (after fork, in tests). */
-void rlb_resolve_cache_flush(void);
+/* Fork handler hooks for the static hostent's lock (runtime.c). */
+void rlb_resolve_fork_lock(void);
+void rlb_resolve_fork_unlock(void);
+
+/* ------------------------------------------------------------------ */
+/* dnscache.c */
+
+/* One address of a resolved replica, as the real getaddrinfo gave it. */
+struct rlb_dns_addr {
+	int family;
+	int socktype;
+	int protocol;
+	socklen_t addrlen;
+	struct sockaddr_storage addr;
+};
+
+/* The real resolver's answer to one question: its error or addresses. */
+struct rlb_dns_answer {
+	int error; /* 0 or the EAI_* code */
+	size_t n;
+	struct rlb_dns_addr addrs[];
+};
+
+/*
+ * The real getaddrinfo's answer to (host, service, q), from the
+ * per-process cache while younger than ttl_s seconds (pinned: forever;
+ * ttl_s <= 0 and not pinned: never cached). Sets *fresh when the resolver
+ * was really asked. Returns a malloc'd copy (free()), or NULL when out of
+ * memory. The cache is bounded in entries and bytes, and a service no
+ * real service looks like is never kept.
+ */
+struct rlb_dns_answer *rlb_dnscache_ask(const char *host, const char *service,
+					const struct addrinfo *q, int64_t ttl_s,
+					bool pinned, bool *fresh);
+/* Drop every cached answer (tests). */
+void rlb_dnscache_flush(void);
+/* Fork handler hooks for the cache's lock (runtime.c). */
+void rlb_dnscache_fork_lock(void);
+void rlb_dnscache_fork_unlock(void);
 
 /* ------------------------------------------------------------------ */
 /* track.c */
@@ -439,11 +530,17 @@ void rlb_resolve_cache_flush(void);
  */
 void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len);
-/* Hook bodies: same contract as the libc functions. */
-int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
-int rlb_track_getsockopt(int fd, int level, int name, void *val,
-			 socklen_t *len);
-int rlb_track_close(int fd);
+/*
+ * Hook bodies: same contract as the libc functions. A failure that
+ * counts against replicas is reported in *f (f->n == 0: none), for the
+ * snapshot's owner to charge (rlb_runtime_charge()); tracking itself
+ * counts nothing.
+ */
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len,
+		      struct rlb_failure *f);
+int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len,
+			 struct rlb_failure *f);
+int rlb_track_close(int fd, struct rlb_failure *f);
 /* Whether connect/close must look at anything at all (cheap). */
 bool rlb_track_active(void);
 /* Errno values that count as a replica error (SPEC 5). */

@@ -1,5 +1,6 @@
-/* runtime.c - process-wide state of the library: the config snapshot in
- * force, hot reload, fork handling and the local hostname. */
+/* runtime.c - process-wide state of the library: the snapshot in force,
+ * hot reload, charging failures, the local hostname, and the library's
+ * one fork handler. */
 #include "config.h"
 
 #include <errno.h>
@@ -22,7 +23,7 @@
  * frees.
  */
 static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rlb_config *_Atomic current;
+static struct rlb_snapshot *_Atomic current;
 static bool disabled;
 static atomic_llong next_check_ms;
 static atomic_flag reload_busy = ATOMIC_FLAG_INIT;
@@ -43,38 +44,58 @@ static atomic_bool init_done;
  * so the cache never changes under a caller still using it.
  */
 static atomic_uint cfg_gen = 1;
-static RLB_TLS struct rlb_config *tls_cfg;
+static RLB_TLS struct rlb_snapshot *tls_snap;
 static RLB_TLS unsigned tls_gen;
 static RLB_TLS unsigned tls_depth;
 static pthread_key_t tls_key;
 static bool tls_key_ok;
 
-/* Drop one reference; the last one frees. */
-static void put_config(struct rlb_config *cfg)
+/*
+ * A thread that ends gives back the reference its cache held, and forgets
+ * it: a pthread key destructor of the program's that runs later may
+ * resolve again and must not find a snapshot it no longer holds.
+ */
+static void thread_cache_destroy(void *snap)
 {
-	if (cfg &&
-	    atomic_fetch_sub_explicit(&cfg->refs, 1, memory_order_acq_rel) == 1)
-		rlb_config_free(cfg);
+	if (snap == tls_snap) {
+		tls_snap = NULL;
+		tls_gen = 0;
+	}
+	rlb_snapshot_put(snap);
 }
 
-/* A thread that ends gives back the reference its cache held. */
-static void thread_cache_destroy(void *cfg)
-{
-	put_config(cfg);
-}
-
+/*
+ * Fork: the library's one pthread_atfork handler, so that every lock the
+ * library owns is held across fork() in one order and nothing is copied
+ * into a child half-changed. Lock order, everywhere in the library:
+ *
+ *	cfg_lock (runtime.c)
+ *	  -> static hostent lock (resolve.c)
+ *	    -> DNS cache lock (dnscache.c)
+ *
+ * (a thread holding a later lock never takes an earlier one). A state
+ * file's flock (health.c) is per open file description and taken only
+ * while attaching, with no mutex held. What a child resets: the locks
+ * above, the reload in progress, and the random source (util.c).
+ */
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&cfg_lock);
+	rlb_resolve_fork_lock();
+	rlb_dnscache_fork_lock();
 }
 
 static void atfork_parent(void)
 {
+	rlb_dnscache_fork_unlock();
+	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);
 }
 
 static void atfork_child(void)
 {
+	rlb_dnscache_fork_unlock();
+	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);
 	/* A reload another thread was doing is not going on in the child. */
 	atomic_flag_clear(&reload_busy);
@@ -114,11 +135,12 @@ static void load_config(bool initial)
 {
 	struct rlb_config_source src;
 	struct rlb_diag diag = {0};
-	struct rlb_config *cfg = NULL, *old;
+	struct rlb_config *cfg = NULL;
+	struct rlb_snapshot *snap, *old;
 	int rc;
 
 	rlb_config_source_from_env(&src);
-	put_config(broken);
+	rlb_config_free(broken);
 	broken = NULL;
 	rc = rlb_config_load_ex(&src, &cfg, &diag, &broken);
 	if (rc == -ENOENT) {
@@ -134,21 +156,21 @@ static void load_config(bool initial)
 	 * fresh process whose apps.d overlay differs from another program's
 	 * must not wipe that program's replicas.
 	 */
-	if (rlb_runtime_prepare(cfg, !initial) < 0) {
+	apply_logging(cfg);
+	snap = rlb_snapshot_new(cfg, rlb_runtime_fqdn, !initial);
+	if (!snap) {
 		rlb_log(RLB_LOG_ERROR, "%s: out of memory preparing config",
 			src.path);
-		rlb_config_free(cfg);
 		goto out_free_diag;
 	}
-	apply_logging(cfg);
 	pthread_mutex_lock(&cfg_lock);
 	old = current;
-	current = cfg;
+	current = snap;
 	atomic_fetch_add_explicit(&cfg_gen, 1, memory_order_release);
 	pthread_mutex_unlock(&cfg_lock);
 	if (old) {
 		rlb_log(RLB_LOG_INFO, "reloaded %s", src.path);
-		put_config(old);
+		rlb_snapshot_put(old);
 	}
 out_free_diag:
 	rlb_diag_free(&diag);
@@ -192,7 +214,7 @@ static void maybe_reload(void)
 		return;
 	atomic_store(&next_check_ms, now + RELOAD_INTERVAL_MS);
 	pthread_mutex_lock(&cfg_lock);
-	changed = !current || rlb_config_changed(current);
+	changed = !current || rlb_config_changed(current->cfg);
 	pthread_mutex_unlock(&cfg_lock);
 	/* A broken version is parsed once, not every second. */
 	if (changed && !(broken && !rlb_config_changed(broken)))
@@ -206,21 +228,20 @@ static void maybe_reload(void)
  */
 static void refresh_thread_cache(void)
 {
-	struct rlb_config *old = tls_cfg;
+	struct rlb_snapshot *old = tls_snap;
 
 	pthread_mutex_lock(&cfg_lock);
-	tls_cfg = current;
-	if (tls_cfg)
-		atomic_fetch_add_explicit(&tls_cfg->refs, 1,
-					  memory_order_relaxed);
+	tls_snap = current;
+	if (tls_snap)
+		rlb_snapshot_get(tls_snap);
 	tls_gen = atomic_load_explicit(&cfg_gen, memory_order_relaxed);
 	pthread_mutex_unlock(&cfg_lock);
 	if (tls_key_ok)
-		pthread_setspecific(tls_key, tls_cfg);
-	put_config(old);
+		pthread_setspecific(tls_key, tls_snap);
+	rlb_snapshot_put(old);
 }
 
-struct rlb_config *rlb_runtime_acquire(void)
+struct rlb_snapshot *rlb_runtime_acquire(void)
 {
 	int saved = errno;
 	unsigned gen;
@@ -234,62 +255,38 @@ struct rlb_config *rlb_runtime_acquire(void)
 	if (tls_gen != gen && tls_depth == 0)
 		refresh_thread_cache();
 	errno = saved;
-	if (!tls_cfg)
+	if (!tls_snap)
 		return NULL;
 	tls_depth++;
-	return tls_cfg;
+	return tls_snap;
 }
 
-void rlb_runtime_release(struct rlb_config *cfg)
+void rlb_runtime_release(struct rlb_snapshot *snap)
 {
-	if (cfg && tls_depth > 0)
+	if (snap && tls_depth > 0)
 		tls_depth--;
+}
+
+void rlb_runtime_charge(const struct rlb_failure *f)
+{
+	struct rlb_snapshot *snap;
+
+	if (f->n == 0 || !(snap = rlb_runtime_acquire()))
+		return;
+	rlb_snapshot_charge(snap, f);
+	rlb_runtime_release(snap);
 }
 
 static char fqdn[RLB_MAX_HOST + 1];
 static pthread_once_t fqdn_once = PTHREAD_ONCE_INIT;
 
-/* SPEC 3.2: canonical name of gethostname(), else gethostname(). */
 static void compute_fqdn(void)
 {
-	struct addrinfo hints = {0}, *res = NULL;
-	char host[RLB_MAX_HOST + 1] = "";
-	int saved = errno;
-
-	if (gethostname(host, sizeof(host) - 1) != 0)
-		host[0] = '\0';
-	snprintf(fqdn, sizeof(fqdn), "%s", host);
-	hints.ai_flags = AI_CANONNAME | AI_ADDRCONFIG;
-	hints.ai_family = AF_UNSPEC;
-	if (host[0] && rlb_libc()->getaddrinfo(host, NULL, &hints, &res) == 0) {
-		if (res && res->ai_canonname && res->ai_canonname[0])
-			snprintf(fqdn, sizeof(fqdn), "%s", res->ai_canonname);
-		rlb_libc()->freeaddrinfo(res);
-	}
-	errno = saved;
+	rlb_local_fqdn(fqdn, sizeof(fqdn));
 }
 
-const char *rlb_runtime_local_hostname(const struct rlb_config *cfg)
+const char *rlb_runtime_fqdn(void)
 {
-	if (cfg && cfg->local_hostname)
-		return cfg->local_hostname;
 	pthread_once(&fqdn_once, compute_fqdn);
 	return fqdn;
-}
-
-int rlb_runtime_prepare(struct rlb_config *cfg, bool prune)
-{
-	for (size_t i = 0; i < cfg->nclusters; i++) {
-		struct rlb_cluster *c = &cfg->clusters[i];
-		const char *local = "";
-
-		if (rlb_policy_uses_hostname(c->s.load_balancing))
-			local = c->local_hostname
-					? c->local_hostname
-					: rlb_runtime_local_hostname(cfg);
-		if (rlb_policy_precompute(c, local) < 0)
-			return -ENOMEM;
-	}
-	rlb_health_attach_all(cfg, prune);
-	return 0;
 }

@@ -1,11 +1,13 @@
 /* track.c - error attribution: which addresses were handed out for which
- * replica, which sockets have a connect to one pending, and counting the
- * failures SPEC 5 lists against their replicas. */
+ * replica, which sockets have a connect to one pending, and which failures
+ * (design.md §5) belong to which replicas. It reports failures; the
+ * snapshot's owner counts them. */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <string.h>
@@ -16,7 +18,6 @@
 
 #define ADDR_SLOTS 16384 /* handed-out (address, replica) pairs */
 #define FD_SLOTS   65536 /* sockets tracked while connecting */
-#define MAX_OWNERS 8	 /* replicas one address may belong to */
 
 /* A normalised destination: v4-mapped v6 addresses count as v4. */
 struct dest {
@@ -196,13 +197,8 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	atomic_store_explicit(&active, true, memory_order_release);
 }
 
-struct owner {
-	uint64_t cluster;
-	uint64_t replica;
-};
-
 /* The replicas destination d was handed out for (deduplicated). */
-static size_t find_owners(const struct dest *d, struct owner *owners)
+static size_t find_owners(const struct dest *d, struct rlb_owner *owners)
 {
 	size_t home = addr_home(d), n = 0;
 
@@ -225,7 +221,7 @@ static size_t find_owners(const struct dest *d, struct owner *owners)
 			if (owners[j].cluster == s->cluster &&
 			    owners[j].replica == s->replica)
 				break;
-		if (j == n && n < MAX_OWNERS) {
+		if (j == n && n < RLB_MAX_OWNERS) {
 			owners[n].cluster = s->cluster;
 			owners[n].replica = s->replica;
 			n++;
@@ -251,42 +247,15 @@ bool rlb_track_counts(int err)
 }
 
 /*
- * Count error err against every replica d belongs to in the config in
- * force. A pending attempt abandoned after age_ms counts only where the
- * cluster's connect_timeout_ms has passed (age_ms < 0: count always).
+ * Report error err of a connect to d in f: the replicas d belongs to.
+ * age_ms >= 0: a pending attempt abandoned after that long.
  */
-static void charge(const struct dest *d, int err, int64_t age_ms)
+static void report(const struct dest *d, int err, int64_t age_ms,
+		   struct rlb_failure *f)
 {
-	struct owner owners[MAX_OWNERS];
-	struct rlb_config *cfg;
-	size_t n = find_owners(d, owners);
-
-	if (n == 0 || !(cfg = rlb_runtime_acquire()))
-		return;
-	for (size_t k = 0; k < n; k++) {
-		for (size_t ci = 0; ci < cfg->nclusters; ci++) {
-			struct rlb_cluster *c = &cfg->clusters[ci];
-
-			if (c->name_hash != owners[k].cluster)
-				continue;
-			if (age_ms >= 0 && age_ms < c->s.connect_timeout_ms)
-				continue;
-			for (size_t i = 0; i < c->nreplicas; i++) {
-				if (c->replicas[i].identity !=
-				    owners[k].replica)
-					continue;
-				rlb_health_add_errors(c, i, 1);
-				rlb_log(RLB_LOG_DEBUG,
-					"%s: replica %s: connect failed (%s): "
-					"error counted, errors now %llu",
-					c->name, c->replicas[i].host,
-					strerror(err),
-					(unsigned long long)rlb_health_errors(
-						c, i, 0, false));
-			}
-		}
-	}
-	rlb_runtime_release(cfg);
+	f->n = find_owners(d, f->owners);
+	f->err = err;
+	f->age_ms = age_ms;
 }
 
 static struct fd_slot *fd_slot(int fd)
@@ -429,10 +398,12 @@ maybe_replica(const struct sockaddr *sa, socklen_t len)
 }
 
 /* connect() to an address that may be a replica's: count its failure. */
-static __attribute__((noinline)) int
-connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
+static __attribute__((noinline)) int connect_replica(int fd,
+						     const struct sockaddr *sa,
+						     socklen_t len,
+						     struct rlb_failure *f)
 {
-	struct owner owners[MAX_OWNERS];
+	struct rlb_owner owners[RLB_MAX_OWNERS];
 	struct dest d;
 	int rc, err, flags;
 
@@ -450,7 +421,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		flags = fcntl(fd, F_GETFL);
 		if (flags >= 0 && !(flags & O_NONBLOCK)) {
 			/* A blocking connect cut short by SO_SNDTIMEO. */
-			charge(&d, ETIMEDOUT, -1);
+			report(&d, ETIMEDOUT, -1, f);
 		} else {
 			set_pending(fd, &d);
 		}
@@ -460,29 +431,33 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	} else if (err != EALREADY) {
 		clear_pending(fd);
 		if (rlb_track_counts(err))
-			charge(&d, err, -1);
+			report(&d, err, -1, f);
 	}
 	errno = err;
 	return rc;
 }
 
-int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len,
+		      struct rlb_failure *f)
 {
+	f->n = 0;
 	if (!maybe_replica(sa, len)) {
 		if (atomic_load_explicit(&npending, memory_order_relaxed))
 			clear_pending(fd);
 		return rlb_libc()->connect(fd, sa, len);
 	}
-	return connect_replica(fd, sa, len);
+	return connect_replica(fd, sa, len, f);
 }
 
-int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len,
+			 struct rlb_failure *f)
 {
 	struct fd_slot *s = fd_slot(fd);
 	struct pending_connect copy;
 	int rc = rlb_libc()->getsockopt(fd, level, name, val, len);
 	int saved = errno, err;
 
+	f->n = 0;
 	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !s ||
 	    !atomic_load_explicit(&npending, memory_order_relaxed) ||
 	    !atomic_load_explicit(&s->pending, memory_order_acquire) || !len ||
@@ -492,27 +467,37 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (err == 0 && still_connecting(fd))
 		goto out;
 	if (take_pending(fd, &copy) && rlb_track_counts(err))
-		charge(&copy.d, err, -1);
+		report(&copy.d, err, -1, f);
 out:
 	errno = saved;
 	return rc;
 }
 
-int rlb_track_close(int fd)
+/*
+ * Whether the socket holds a pending error, without consuming it: poll()
+ * reports POLLERR while SO_ERROR is set, and reading SO_ERROR would clear
+ * it for a program that still holds the socket through another fd.
+ */
+static bool has_error(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = 0};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+int rlb_track_close(int fd, struct rlb_failure *f)
 {
 	struct pending_connect copy;
-	int err = 0, saved = errno;
-	socklen_t len = sizeof(err);
+	int saved = errno;
 
+	f->n = 0;
 	if (atomic_load_explicit(&npending, memory_order_relaxed) &&
 	    take_pending(fd, &copy)) {
-		if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
-					   &len) == 0 &&
-		    rlb_track_counts(err))
-			charge(&copy.d, err, -1);
-		else if (still_connecting(fd))
-			charge(&copy.d, ETIMEDOUT,
-			       rlb_monotonic_ms() - copy.start_ms);
+		if (still_connecting(fd))
+			report(&copy.d, ETIMEDOUT,
+			       rlb_monotonic_ms() - copy.start_ms, f);
+		else if (has_error(fd))
+			report(&copy.d, ECONNREFUSED, -1, f);
 	}
 	errno = saved;
 	return rlb_libc()->close(fd);

@@ -154,3 +154,23 @@ void rlb_diag_free(struct rlb_diag *d)
 	d->msgs = NULL;
 	d->n = 0;
 }
+
+void rlb_local_fqdn(char *buf, size_t len)
+{
+	struct addrinfo hints = {0}, *res = NULL;
+	char host[RLB_MAX_HOST + 1] = "";
+	int saved = errno;
+
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	snprintf(buf, len, "%s", host);
+	hints.ai_flags = AI_CANONNAME | AI_ADDRCONFIG;
+	hints.ai_family = AF_UNSPEC;
+	/* The real resolver: never our own getaddrinfo hook. */
+	if (host[0] && rlb_libc()->getaddrinfo(host, NULL, &hints, &res) == 0) {
+		if (res && res->ai_canonname && res->ai_canonname[0])
+			snprintf(buf, len, "%s", res->ai_canonname);
+		rlb_libc()->freeaddrinfo(res);
+	}
+	errno = saved;
+}

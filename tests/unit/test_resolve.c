@@ -17,7 +17,8 @@
 #include "rlb.h"
 
 static char tmpdir[] = "/tmp/rlb-test-resolve-XXXXXX";
-static struct rlb_config *cfg;
+static struct rlb_config *cfg; /* snap->cfg */
+static struct rlb_snapshot *snap;
 
 /* The real resolver, and a fake one in front of it for *.test names. */
 static int (*real_gai)(const char *, const char *, const struct addrinfo *,
@@ -69,7 +70,8 @@ static int setup(void **state)
 	}
 	free(cfg->state_dir);
 	cfg->state_dir = strdup(tmpdir);
-	if (rlb_runtime_prepare(cfg, true) != 0)
+	snap = rlb_snapshot_new(cfg, NULL, true);
+	if (!snap)
 		return -1;
 	real_gai = rlb_libc()->getaddrinfo;
 	rlb_libc()->getaddrinfo = fake_gai;
@@ -81,8 +83,8 @@ static int teardown(void **state)
 	char cmd[128];
 
 	rlb_libc()->getaddrinfo = real_gai;
-	rlb_config_free(cfg);
-	rlb_resolve_cache_flush();
+	rlb_snapshot_put(snap);
+	rlb_dnscache_flush();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }
@@ -91,7 +93,7 @@ static int reset_each(void **state)
 {
 	for (size_t i = 0; i < cfg->nclusters; i++)
 		rlb_health_reset(&cfg->clusters[i], SIZE_MAX);
-	rlb_resolve_cache_flush();
+	rlb_dnscache_flush();
 	fake_calls = 0;
 	return 0;
 }

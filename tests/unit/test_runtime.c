@@ -80,12 +80,12 @@ static int teardown(void **state)
 /* The policy of rt.cluster in the config in force now. */
 static enum rlb_policy policy_in_force(void)
 {
-	struct rlb_config *cfg = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_runtime_acquire();
 	enum rlb_policy p;
 
-	assert_non_null(cfg);
-	p = rlb_config_find(cfg, "RT.cluster.")->s.load_balancing;
-	rlb_runtime_release(cfg);
+	assert_non_null(snap);
+	p = rlb_config_find(snap->cfg, "RT.cluster.")->s.load_balancing;
+	rlb_runtime_release(snap);
 	return p;
 }
 
@@ -130,7 +130,7 @@ static void test_runtime_loads_and_reloads(void **state)
 
 static void test_runtime_snapshot_stable_while_used(void **state)
 {
-	struct rlb_config *outer, *inner;
+	struct rlb_snapshot *outer, *inner;
 
 	outer = rlb_runtime_acquire();
 	assert_non_null(outer);
@@ -139,8 +139,9 @@ static void test_runtime_snapshot_stable_while_used(void **state)
 	inner = rlb_runtime_acquire();
 	assert_ptr_equal(inner, outer);
 	rlb_runtime_release(inner);
-	assert_int_equal(rlb_config_find(outer, "rt.cluster")->s.load_balancing,
-			 RLB_POLICY_ROUND_ROBIN);
+	assert_int_equal(
+		rlb_config_find(outer->cfg, "rt.cluster")->s.load_balancing,
+		RLB_POLICY_ROUND_ROBIN);
 	rlb_runtime_release(outer);
 	/* Released: the next use sees the new one. */
 	assert_int_equal(policy_in_force(), RLB_POLICY_RANDOM);
@@ -192,20 +193,22 @@ static void test_runtime_log_target_syslog(void **state)
 
 static void test_runtime_local_hostname_from_config(void **state)
 {
+	struct rlb_snapshot *snap;
 	struct rlb_config *cfg;
 
 	edit_config("nearest_hostname", "local_hostname = \"ch-1.dc1\";\n");
-	cfg = rlb_runtime_acquire();
-	assert_non_null(cfg);
-	assert_string_equal(rlb_runtime_local_hostname(cfg), "ch-1.dc1");
+	snap = rlb_runtime_acquire();
+	assert_non_null(snap);
+	cfg = snap->cfg;
+	assert_string_equal(cfg->local_hostname, "ch-1.dc1");
 	/* Hostname priorities are computed at load, against it: the
 	 * replica "127.0.0.2" differs from "ch-1.dc1" in all 8 bytes they
 	 * share. */
 	assert_non_null(rlb_config_find(cfg, "rt.cluster")->host_prio);
 	assert_int_equal(rlb_config_find(cfg, "rt.cluster")->host_prio[0], 8);
-	rlb_runtime_release(cfg);
+	rlb_runtime_release(snap);
 	/* Without a config value: this host's name, never NULL. */
-	assert_non_null(rlb_runtime_local_hostname(NULL));
+	assert_non_null(rlb_runtime_fqdn());
 }
 
 int main(void)

@@ -1,0 +1,116 @@
+/* snapshot.c - a config made ready for selection: the parsed model, what is
+ * derived from it (hostname priorities) and its attached health state,
+ * built and freed in one place and shared by reference count. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rlb.h"
+
+/* The local hostname cluster c compares against (design.md §3.2). */
+static const char *cluster_local(const struct rlb_config *cfg,
+				 const struct rlb_cluster *c,
+				 const char *(*fqdn)(void))
+{
+	if (c->local_hostname)
+		return c->local_hostname;
+	if (cfg->local_hostname)
+		return cfg->local_hostname;
+	return fqdn ? fqdn() : "";
+}
+
+/* Undo everything rlb_snapshot_new() added to the model. */
+static void unprepare(struct rlb_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+
+		free(c->host_prio);
+		c->host_prio = NULL;
+		rlb_health_detach(c->health);
+		c->health = NULL;
+	}
+}
+
+struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
+				      const char *(*fqdn)(void), bool prune)
+{
+	struct rlb_snapshot *snap = calloc(1, sizeof(*snap));
+
+	if (!snap)
+		goto out_free_cfg;
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+		const char *local = "";
+
+		/* Only a hostname policy pays for the FQDN lookup. */
+		if (rlb_policy_uses_hostname(c->s.load_balancing))
+			local = cluster_local(cfg, c, fqdn);
+		if (rlb_policy_precompute(c, local) < 0)
+			goto out_free_snap;
+	}
+	rlb_health_attach_all(cfg, prune);
+	snap->cfg = cfg;
+	atomic_init(&snap->refs, 1);
+	return snap;
+
+out_free_snap:
+	free(snap);
+out_free_cfg:
+	unprepare(cfg);
+	rlb_config_free(cfg);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void rlb_snapshot_get(struct rlb_snapshot *snap)
+{
+	atomic_fetch_add_explicit(&snap->refs, 1, memory_order_relaxed);
+}
+
+void rlb_snapshot_put(struct rlb_snapshot *snap)
+{
+	if (!snap || atomic_fetch_sub_explicit(&snap->refs, 1,
+					       memory_order_acq_rel) != 1)
+		return;
+	unprepare(snap->cfg);
+	rlb_config_free(snap->cfg);
+	free(snap);
+}
+
+/* Charge replica i of c for f, where f's age allows (design.md §5). */
+static void charge_replica(struct rlb_cluster *c, size_t i,
+			   const struct rlb_failure *f)
+{
+	rlb_health_add_errors(c, i, 1);
+	rlb_log(RLB_LOG_DEBUG,
+		"%s: replica %s: connect failed (%s): error counted, "
+		"errors now %llu",
+		c->name, c->replicas[i].host, strerror(f->err),
+		(unsigned long long)rlb_health_errors(c, i, 0, false));
+}
+
+void rlb_snapshot_charge(struct rlb_snapshot *snap, const struct rlb_failure *f)
+{
+	struct rlb_config *cfg = snap->cfg;
+	int saved = errno;
+
+	for (size_t k = 0; k < f->n; k++) {
+		for (size_t ci = 0; ci < cfg->nclusters; ci++) {
+			struct rlb_cluster *c = &cfg->clusters[ci];
+
+			if (c->name_hash != f->owners[k].cluster)
+				continue;
+			if (f->age_ms >= 0 &&
+			    f->age_ms < c->s.connect_timeout_ms)
+				continue;
+			for (size_t i = 0; i < c->nreplicas; i++)
+				if (c->replicas[i].identity ==
+				    f->owners[k].replica)
+					charge_replica(c, i, f);
+		}
+	}
+	errno = saved;
+}
