@@ -1277,7 +1277,7 @@ const char *rlb_config_path(void)
 {
 	const char *env = rlb_env("REPLICALB_CONFIG");
 
-	/* SPEC 2: the first of the two that exists. */
+	/* design.md §2: the first of the two that exists. */
 	if (env && access(env, F_OK) != 0 &&
 	    access(RLB_SYSTEM_CONFIG, F_OK) == 0)
 		return RLB_SYSTEM_CONFIG;

@@ -1,5 +1,6 @@
-/* health.c - shared health state (SPEC 5): per-cluster memory-mapped files
- * of error counts, decay time and round-robin counter, updated atomically. */
+/* health.c - shared health state (design.md §5): per-cluster memory-mapped
+ * files of error counts, decay time and round-robin counter, updated
+ * atomically. */
 #include "config.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ struct health_header {
 	char magic[8];		     /* HEALTH_MAGIC, not NUL-terminated */
 	uint32_t version;	     /* HEALTH_VERSION */
 	uint32_t nslots;	     /* HEALTH_NSLOTS */
-	_Atomic int64_t decay_time;  /* T of SPEC 5, 0 while unset */
+	_Atomic int64_t decay_time;  /* T of design.md §5, 0 while unset */
 	_Atomic uint64_t rr_counter; /* round-robin selections so far */
 	uint64_t check; /* header_check(): magic, version, nslots */
 	char pad[24];
@@ -72,7 +73,7 @@ struct rlb_health {
 };
 
 /* ------------------------------------------------------------------ */
-/* Decay arithmetic (clickhouse-semantics.md 5.3) */
+/* Decay arithmetic (clickhouse.md §5.3) */
 
 /* Shift k that a selection at `now` applies when T is t; 64 means zero. */
 static unsigned decay_shift(const struct rlb_cluster *c, int64_t t, int64_t now)

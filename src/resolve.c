@@ -16,7 +16,7 @@
 #define STACK_SELECTION 64 /* replicas selected without malloc */
 
 /*
- * Whether a failed resolution of host is the replica's fault (SPEC 4/5):
+ * Whether a failed resolution of host is the replica's fault (design.md §4/§5):
  * the name does not resolve at all, not merely in the family or for the
  * service the caller asked.
  */

@@ -124,7 +124,7 @@ const char *rlb_policy_suggest(const char *name);
 /* Whether the policy compares host names (needs the local hostname). */
 bool rlb_policy_uses_hostname(enum rlb_policy p);
 
-/* The four hostname functions of clickhouse-semantics.md section 10. */
+/* The four hostname functions of clickhouse.md §10. */
 size_t rlb_prefix_distance(const char *a, const char *b);
 size_t rlb_levenshtein(const char *a, const char *b); /* ASCII case-folded */
 size_t rlb_common_prefix(const char *a, const char *b);
@@ -139,7 +139,7 @@ struct rlb_cluster;
  */
 int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
 /*
- * policy_priority(policy, i) of SPEC 3.1 for replica i of c; rr_last is
+ * policy_priority(policy, i) of design.md §3.1 for replica i of c; rr_last is
  * L = counter mod N for round_robin (ignored otherwise).
  */
 int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
@@ -208,8 +208,8 @@ struct rlb_file_stamp {
 
 struct rlb_config {
 	struct rlb_settings defaults; /* top-level settings */
-	char *local_hostname;	      /* NULL: this host's FQDN (SPEC 3.2) */
-	char *state_dir;	      /* effective state_dir setting, or NULL */
+	char *local_hostname; /* NULL: this host's FQDN (design.md §3.2) */
+	char *state_dir;      /* effective state_dir setting, or NULL */
 	enum rlb_log_level log_level;
 	enum rlb_log_target log_target;
 	size_t nclusters;
@@ -230,11 +230,11 @@ struct rlb_config_source {
 	const char *env_log_level; /* REPLICALB_LOG_LEVEL */
 };
 
-/* Fill src from the environment (rlb_env) with lookup of SPEC 2. */
+/* Fill src from the environment (rlb_env) with lookup of design.md §2. */
 void rlb_config_source_from_env(struct rlb_config_source *src);
 /*
  * $REPLICALB_CONFIG, else SYSCONFDIR/replicalb/replicalb.conf: the first
- * that exists (SPEC 2), else $REPLICALB_CONFIG if set.
+ * that exists (design.md §2), else $REPLICALB_CONFIG if set.
  */
 const char *rlb_config_path(void);
 /* $REPLICALB_APP, else program_invocation_short_name. */
@@ -264,7 +264,7 @@ int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag);
 /* Free a config and everything it owns (detaches health state). */
 void rlb_config_free(struct rlb_config *cfg);
-/* The cluster whose virtual name matches (SPEC 2 rules), or NULL. */
+/* The cluster whose virtual name matches (design.md §2 rules), or NULL. */
 struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 				    const char *name);
 /* Whether any stamped file changed since the config was loaded. */
@@ -297,7 +297,7 @@ void rlb_health_detach(struct rlb_health *h);
 /* Path of the state file in use, or "(private)". */
 const char *rlb_health_path(const struct rlb_health *h);
 
-/* Decay at a selection (SPEC 5), mutating the shared counts and T. */
+/* Decay at a selection (design.md §5), mutating the shared counts and T. */
 void rlb_health_decay(struct rlb_cluster *c, int64_t now);
 /*
  * Current stored count of replica i, without decay. With `decayed`, the
@@ -314,14 +314,14 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i);
 /* Round-robin counter: fetch-and-increment, or just read. */
 uint64_t rlb_health_rr_next(struct rlb_cluster *c);
 uint64_t rlb_health_rr_peek(const struct rlb_cluster *c);
-/* Seconds until replica i's count reaches 0 (SPEC 6 status). */
+/* Seconds until replica i's count reaches 0 (design.md §6 status). */
 int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now);
 
 /* ------------------------------------------------------------------ */
 /* select.c */
 
-/* The ordering key of SPEC 3 for one replica. */
+/* The ordering key of design.md §3 for one replica. */
 struct rlb_select_key {
 	uint64_t errors;     /* max(0, errors - max_ignored) */
 	int64_t priority;    /* config priority */
@@ -345,7 +345,7 @@ struct rlb_selection {
 struct rlb_selection *rlb_selection_new(size_t n);
 
 /*
- * One selection (SPEC 3) on cluster c at time now: applies decay and
+ * One selection (design.md §3) on cluster c at time now: applies decay and
  * advances the round-robin counter, unless `peek`, in which case nothing
  * shared changes. Fills sel (from rlb_selection_new(c->nreplicas)).
  * Needs c->health attached.
@@ -460,7 +460,7 @@ void rlb_runtime_charge(const struct rlb_failure *f);
 /* resolve.c */
 
 /*
- * getaddrinfo() of virtual name of cluster c (SPEC 4): a list in
+ * getaddrinfo() of virtual name of cluster c (design.md §4): a list in
  * selection order, allocated in glibc's layout so that libc's
  * freeaddrinfo() frees it. Returns 0 or an EAI_* code.
  */
@@ -543,7 +543,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len,
 int rlb_track_close(int fd, struct rlb_failure *f);
 /* Whether connect/close must look at anything at all (cheap). */
 bool rlb_track_active(void);
-/* Errno values that count as a replica error (SPEC 5). */
+/* Errno values that count as a replica error (design.md §5). */
 bool rlb_track_counts(int err);
 
 #endif /* RLB_H */

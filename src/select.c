@@ -1,4 +1,4 @@
-/* select.c - one selection: the ordering key of SPEC 3 and its sort. */
+/* select.c - one selection: the ordering key of design.md §3 and its sort. */
 #include "config.h"
 
 #include <stdlib.h>

@@ -320,7 +320,7 @@ expect "resolve -v: ports, IPv6 and pinned addresses" 0 "h1 h1 2001:db8::7 h2 p1
   p1:5432 errors=0 priority=2 policy_priority=4 addresses=10.0.0.1,10.0.0.2" \
 	ctl -c "$main" resolve --verbose multi.cluster
 
-# --- hostname policies (clickhouse-semantics.md section 9) -----------------
+# --- hostname policies (clickhouse.md §9) -----------------
 
 H="-H ch1.dc1.example.com"
 expect "TV07a longest_common_suffix" 0 \

@@ -1,6 +1,6 @@
 #!/bin/bash
 # curl_failover.sh - unmodified curl, nc and socat against a virtual name
-# (SPEC 4, 5, 8): they reach the first replica, fail over down the list
+# (design.md §4, §5, §8): they reach the first replica, fail over down the list
 # when it is stopped, the refused connect is counted against it, the next
 # resolutions put it last, and round_robin rotates across invocations.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -121,7 +121,7 @@ check_eq "decay: after the half-life, replica 1 first again" "replica=r1" \
 check_eq "decay: its count halved to 0" "0" \
 	"$(replica_errors decay.cluster 127.0.0.2)"
 
-# The shared state: directory 0700, files 0600 (SPEC 5).
+# The shared state: directory 0700, files 0600 (design.md §5).
 check_eq "state dir created 0700" "700" "$(stat -c %a "$REPLICALB_STATE_DIR")"
 check_eq "state files are 0600" "" \
 	"$(find "$REPLICALB_STATE_DIR" -type f ! -perm 0600)"

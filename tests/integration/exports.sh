@@ -1,6 +1,6 @@
 #!/bin/bash
 # exports.sh - libreplicalb.so exports the hooks and nothing else
-# (STYLE habit 2), and loads into a program without a word.
+# (design.md §10), and loads into a program without a word.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup nocanary
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# hostname_policies.sh - the four hostname policies (SPEC 3.1, 3.2) with
-# the vectors TV07, TV08 and TV11 of clickhouse-semantics.md section 9,
+# hostname_policies.sh - the four hostname policies (design.md §3.1, §3.2) with
+# the vectors TV07, TV08 and TV11 of clickhouse.md §9,
 # replica names resolved through a stacked nss_wrapper, and the local
 # hostname taken from local_hostname, REPLICALB_HOSTNAME (which wins) or
 # the canonical name of gethostname() (NSS_WRAPPER_HOSTNAME). Replica

@@ -1,5 +1,5 @@
 #!/bin/bash
-# nonblocking.sh - errors of non-blocking connects (SPEC 5): a refusal read
+# nonblocking.sh - errors of non-blocking connects (design.md §5): a refusal read
 # through getsockopt(SO_ERROR) or a repeated connect() counts once; a
 # pending connect closed before connect_timeout_ms (a happy-eyeballs loser)
 # does not count; one closed after it counts as a timeout; a blocking

@@ -1,8 +1,8 @@
 #!/bin/bash
 # passthrough.sh - every name that is not virtual, and every call while
 # unconfigured or disabled, behaves exactly as libc: same results, same
-# error codes, same errno (SPEC 4, STYLE habit 3); a broken config never
-# breaks the program and says so once, with file:line (SPEC 2, 8).
+# error codes, same errno (design.md §4); a broken config never
+# breaks the program and says so once, with file:line (design.md §2, §8).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup nocanary
 

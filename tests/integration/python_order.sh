@@ -1,6 +1,6 @@
 #!/bin/bash
 # python_order.sh - what python3 sees when it resolves a virtual name
-# (SPEC 2, 3, 4): the replicas' addresses in policy order, ports from the
+# (design.md §2, §3, §4): the replicas' addresses in policy order, ports from the
 # config or the caller, hints honoured, AI_CANONNAME and gethostbyname*
 # naming the first replica, round_robin shared by separate processes.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"

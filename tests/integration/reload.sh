@@ -1,6 +1,6 @@
 #!/bin/bash
 # reload.sh - a running program picks up config changes without restarting
-# (SPEC 2, 5): edited in place or replaced by rename, new orders show up
+# (design.md §2, §5): edited in place or replaced by rename, new orders show up
 # within ~2.5 s; a config that breaks leaves the last good one in force
 # with exactly one error message; health of replicas that stay survives
 # every reload, and state of a removed replica is dropped.

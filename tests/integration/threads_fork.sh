@@ -1,7 +1,7 @@
 #!/bin/bash
 # threads_fork.sh - 16 threads resolving and connecting at once, with fork
 # children that resolve and exec children (the hammer itself, /bin/true,
-# python3) under the preload (SPEC 5, STYLE habit 9): no crash, no
+# python3) under the preload (design.md §5): no crash, no
 # deadlock, and the shared error count of the refusing replica equals the
 # number of refused connects that all processes saw.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"

@@ -171,7 +171,7 @@ struct dist_vector {
 	size_t dist, lev, lcp, lcs;
 };
 
-/* Every hostname pair of clickhouse-semantics.md section 9, plus edges. */
+/* Every hostname pair of clickhouse.md §9, plus edges. */
 /* clang-format off */
 static const struct dist_vector vectors[] = {
 	/* TV01 */

@@ -173,7 +173,7 @@ static void test_runtime_broken_edit_keeps_last_good(void **state)
 	assert_int_equal(policy_in_force(), RLB_POLICY_IN_ORDER);
 }
 
-/* log_target = "syslog": messages leave stderr alone (SPEC 8). */
+/* log_target = "syslog": messages leave stderr alone (design.md §8). */
 static void test_runtime_log_target_syslog(void **state)
 {
 	char err[512];

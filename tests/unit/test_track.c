@@ -1,5 +1,5 @@
 /* test_track.c - failed connects counted against the replica whose
- * address was handed out, exactly as SPEC 5 lists, and nothing else. */
+ * address was handed out, exactly as design.md §5 lists, and nothing else. */
 #include "config.h"
 
 #include <arpa/inet.h>
