@@ -137,6 +137,11 @@ bool rlb_policy_uses_hostname(enum rlb_policy p)
 	}
 }
 
+bool rlb_policy_uses_counter(enum rlb_policy p)
+{
+	return p == RLB_POLICY_ROUND_ROBIN;
+}
+
 size_t rlb_prefix_distance(const char *a, const char *b)
 {
 	size_t d = 0;

@@ -121,8 +121,14 @@ const char *rlb_policy_name(enum rlb_policy p);
 int rlb_policy_parse(const char *name, enum rlb_policy *out);
 /* Closest valid policy name to a wrong one, or NULL if none is close. */
 const char *rlb_policy_suggest(const char *name);
-/* Whether the policy compares host names (needs the local hostname). */
+/*
+ * What a policy needs, so that callers never test for policies by name:
+ * host names compared (it needs the local hostname and precomputed
+ * priorities), and the cluster's shared counter (each selection takes a
+ * turn of it). A ninth policy is a change in this file alone.
+ */
 bool rlb_policy_uses_hostname(enum rlb_policy p);
+bool rlb_policy_uses_counter(enum rlb_policy p);
 
 /* The four hostname functions of clickhouse.md §10. */
 size_t rlb_prefix_distance(const char *a, const char *b);

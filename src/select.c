@@ -388,7 +388,7 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 			  ? (uint64_t)c->s.max_ignored_errors
 			  : 0;
 	/* Only round_robin selections consume a turn of the counter. */
-	if (c->s.load_balancing == RLB_POLICY_ROUND_ROBIN)
+	if (rlb_policy_uses_counter(c->s.load_balancing))
 		rr_last =
 			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
 			c->nreplicas;

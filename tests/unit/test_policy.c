@@ -164,6 +164,13 @@ static void test_policy_uses_hostname(void **state)
 	assert_false(rlb_policy_uses_hostname(RLB_POLICY_ROUND_ROBIN));
 }
 
+static void test_policy_uses_counter_only_round_robin(void **state)
+{
+	for (int p = 0; p < RLB_POLICY_COUNT; p++)
+		assert_int_equal(rlb_policy_uses_counter(p),
+				 p == RLB_POLICY_ROUND_ROBIN);
+}
+
 /* ---- distance functions ---- */
 
 struct dist_vector {
@@ -636,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_policy_suggest_close_names),
 		cmocka_unit_test(test_policy_suggest_nothing_close),
 		cmocka_unit_test(test_policy_uses_hostname),
+		cmocka_unit_test(test_policy_uses_counter_only_round_robin),
 		cmocka_unit_test(test_policy_distance_vectors),
 		cmocka_unit_test(test_policy_levenshtein_ascii_only_folding),
 		cmocka_unit_test(test_policy_levenshtein_matches_oracle),
