@@ -18,7 +18,7 @@
 #include "rlb.h"
 
 #define HEALTH_MAGIC	    "RLBSTATE"
-#define HEALTH_VERSION	    1
+#define HEALTH_VERSION	    2
 #define HEALTH_NSLOTS	    (2 * RLB_MAX_REPLICAS)
 #define HEALTH_KEY_EMPTY    0 /* never claimed since the last rebuild */
 #define HEALTH_KEY_DROPPED  1 /* pruned: skipped by probes, never reused */
@@ -45,10 +45,12 @@ struct health_header {
 	char pad[24];
 };
 
-/* One replica's error count, keyed by its identity. */
+/* One replica's counts, keyed by its identity. */
 struct health_slot {
-	_Atomic uint64_t key; /* identity, or HEALTH_KEY_* */
-	_Atomic uint64_t errors;
+	_Atomic uint64_t key;	    /* identity, or HEALTH_KEY_* */
+	_Atomic uint64_t errors;    /* capped at error_cap */
+	_Atomic uint64_t slowdowns; /* attempts abandoned early; uncapped */
+	uint64_t reserved;
 };
 
 /* The whole file: header, then an open-addressing table of slots. */
@@ -58,8 +60,8 @@ struct health_map {
 };
 
 _Static_assert(sizeof(struct health_header) == 64, "header is 64 bytes");
-_Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 16,
-	       "state file layout v1");
+_Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 32,
+	       "state file layout v2");
 
 /* One cluster's view of its state (opaque outside this file). */
 struct rlb_health {
@@ -163,8 +165,10 @@ static long table_claim(struct health_slot *slots, uint64_t id, bool locked)
 		uint64_t key = atomic_load(&s->key);
 
 		if (key == HEALTH_KEY_EMPTY) {
-			if (locked)
+			if (locked) {
 				atomic_store(&s->errors, 0);
+				atomic_store(&s->slowdowns, 0);
+			}
 			if (atomic_compare_exchange_strong(&s->key, &key, id))
 				return (long)idx;
 		}
@@ -180,6 +184,7 @@ static void table_clear(struct health_slot *slots)
 	for (size_t i = 0; i < HEALTH_NSLOTS; i++) {
 		atomic_store(&slots[i].key, HEALTH_KEY_EMPTY);
 		atomic_store(&slots[i].errors, 0);
+		atomic_store(&slots[i].slowdowns, 0);
 	}
 }
 
@@ -220,6 +225,7 @@ static void table_prune(struct health_slot *slots, const uint64_t *ids,
 			continue;
 		atomic_store(&slots[i].key, HEALTH_KEY_DROPPED);
 		atomic_store(&slots[i].errors, 0);
+		atomic_store(&slots[i].slowdowns, 0);
 	}
 }
 
@@ -235,6 +241,7 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 	struct {
 		uint64_t key;
 		uint64_t errors;
+		uint64_t slowdowns;
 	} * live;
 	size_t n = 0;
 
@@ -249,6 +256,7 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 			continue;
 		live[n].key = key;
 		live[n].errors = atomic_load(&slots[i].errors);
+		live[n].slowdowns = atomic_load(&slots[i].slowdowns);
 		n++;
 	}
 	table_clear(slots);
@@ -256,9 +264,12 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 		long idx = table_claim(slots, live[j].key, true);
 
 		/* A duplicate (from an unlocked claim) keeps the larger. */
-		if (idx >= 0 &&
-		    atomic_load(&slots[idx].errors) < live[j].errors)
+		if (idx < 0)
+			continue;
+		if (atomic_load(&slots[idx].errors) < live[j].errors)
 			atomic_store(&slots[idx].errors, live[j].errors);
+		if (atomic_load(&slots[idx].slowdowns) < live[j].slowdowns)
+			atomic_store(&slots[idx].slowdowns, live[j].slowdowns);
 	}
 	free(live);
 	return 0;
@@ -800,6 +811,29 @@ static struct health_slot *slot_of(const struct rlb_cluster *c, size_t i)
 	return reclaim(h, c, i);
 }
 
+/* Halve a shared counter k times, atomically against concurrent adds. */
+static void shift_counter(_Atomic uint64_t *v, unsigned k)
+{
+	uint64_t e = atomic_load(v);
+
+	while (e && !atomic_compare_exchange_weak(v, &e, shift_errors(e, k)))
+		;
+}
+
+/* Add n to a shared counter, saturating at cap. */
+static void add_counter(_Atomic uint64_t *v, uint64_t n, uint64_t cap)
+{
+	uint64_t e = atomic_load(v), next;
+
+	do {
+		next = e + n < e ? UINT64_MAX : e + n;
+		if (next > cap)
+			next = cap;
+		if (next == e)
+			return;
+	} while (!atomic_compare_exchange_weak(v, &e, next));
+}
+
 void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 {
 	struct rlb_health *h = c->health;
@@ -821,30 +855,40 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 		return;
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		struct health_slot *s = slot_of(c, i);
-		uint64_t e;
 
 		if (!s)
 			continue;
-		e = atomic_load(&s->errors);
-		while (e && !atomic_compare_exchange_weak(&s->errors, &e,
-							  shift_errors(e, k)))
-			;
+		shift_counter(&s->errors, k);
+		shift_counter(&s->slowdowns, k);
 	}
+}
+
+/* Value of a counter of replica i, decayed to now when asked. */
+static uint64_t counter(const struct rlb_cluster *c, const _Atomic uint64_t *v,
+			int64_t now, bool decayed)
+{
+	uint64_t e = atomic_load(v);
+
+	if (decayed)
+		e = shift_errors(e,
+				 decay_shift(c, rlb_health_decay_time(c), now));
+	return e;
 }
 
 uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 			   bool decayed)
 {
 	struct health_slot *s = slot_of(c, i);
-	uint64_t e;
 
-	if (!s)
-		return 0;
-	e = atomic_load(&s->errors);
-	if (decayed)
-		e = shift_errors(e,
-				 decay_shift(c, rlb_health_decay_time(c), now));
-	return e;
+	return s ? counter(c, &s->errors, now, decayed) : 0;
+}
+
+uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
+			      int64_t now, bool decayed)
+{
+	struct health_slot *s = slot_of(c, i);
+
+	return s ? counter(c, &s->slowdowns, now, decayed) : 0;
 }
 
 int64_t rlb_health_decay_time(const struct rlb_cluster *c)
@@ -852,22 +896,44 @@ int64_t rlb_health_decay_time(const struct rlb_cluster *c)
 	return c->health ? atomic_load(&c->health->map->hdr.decay_time) : 0;
 }
 
-void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
+/*
+ * Before an add: the decay that whole half-lives since T have earned. A
+ * half-life of 0 earns nothing here: "forget at the next selection" must
+ * not let one failure wipe another that no selection has seen yet.
+ */
+static void decay_owed(struct rlb_cluster *c, int64_t now)
+{
+	if (c->s.half_life > 0)
+		rlb_health_decay(c, now);
+}
+
+/*
+ * Both adds first apply the decay owed up to now, as a selection would:
+ * a failure seen long after the last selection counts in full instead of
+ * being halved away by the next one (design.md §5, the refinement of
+ * ClickHouse's decay).
+ */
+void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
+			   int64_t now)
 {
 	struct health_slot *s = slot_of(c, i);
-	uint64_t cap = c->s.error_cap > 0 ? (uint64_t)c->s.error_cap : 0;
-	uint64_t e, next;
 
 	if (!s)
 		return;
-	e = atomic_load(&s->errors);
-	do {
-		next = e + n < e ? UINT64_MAX : e + n;
-		if (next > cap)
-			next = cap;
-		if (next == e)
-			return;
-	} while (!atomic_compare_exchange_weak(&s->errors, &e, next));
+	decay_owed(c, now);
+	add_counter(&s->errors, n,
+		    c->s.error_cap > 0 ? (uint64_t)c->s.error_cap : 0);
+}
+
+void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
+			      int64_t now)
+{
+	struct health_slot *s = slot_of(c, i);
+
+	if (!s)
+		return;
+	decay_owed(c, now);
+	add_counter(&s->slowdowns, n, UINT64_MAX);
 }
 
 void rlb_health_reset(struct rlb_cluster *c, size_t i)
@@ -881,8 +947,10 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 	for (size_t j = first; j <= last && j < c->nreplicas; j++) {
 		struct health_slot *s = slot_of(c, j);
 
-		if (s)
+		if (s) {
 			atomic_store(&s->errors, 0);
+			atomic_store(&s->slowdowns, 0);
+		}
 	}
 }
 
@@ -906,10 +974,13 @@ int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now)
 {
 	uint64_t e = rlb_health_errors(c, i, now, false);
+	uint64_t sd = rlb_health_slowdowns(c, i, now, false);
 	int64_t hl = c->s.half_life;
 	int64_t t = rlb_health_decay_time(c);
 	int64_t total, elapsed, left;
 
+	if (sd > e)
+		e = sd; /* recovery of max(errors, slowdowns) */
 	if (hl <= 0 || e == 0)
 		return 0;
 	if (__builtin_mul_overflow((int64_t)(64 - __builtin_clzll(e)), hl,

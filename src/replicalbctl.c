@@ -268,9 +268,10 @@ static void print_replica_detail(const struct rlb_cluster *c,
 	char label[CTL_LABEL_MAX];
 
 	replica_label(r, label, sizeof(label));
-	printf("  %s errors=%" PRIu64 " priority=%" PRId64
+	printf("  %s errors=%" PRIu64 " slowdowns=%" PRIu64 " priority=%" PRId64
 	       " policy_priority=%" PRId64 " addresses=",
-	       label, sel->errors[i], r->priority, sel->policy_prio[i]);
+	       label, sel->errors[i], sel->slowdowns[i], r->priority,
+	       sel->policy_prio[i]);
 	if (r->nliteral == 0)
 		fputs("dns", stdout);
 	for (size_t k = 0; k < r->nliteral; k++) {
@@ -370,8 +371,10 @@ static void status_json_cluster(const struct rlb_cluster *c, int64_t now)
 		else
 			fputs(", \"port\": null", stdout);
 		printf(", \"priority\": %" PRId64 ", \"errors\": %" PRIu64
+		       ", \"slowdowns\": %" PRIu64
 		       ", \"recovery_seconds\": %" PRId64 "}",
 		       r->priority, rlb_health_errors(c, i, now, true),
+		       rlb_health_slowdowns(c, i, now, true),
 		       rlb_health_recovery_seconds(c, i, now));
 	}
 	fputs("]}", stdout);
@@ -390,17 +393,19 @@ static void status_table_cluster(const struct rlb_cluster *c, int64_t now)
 	printf("CLUSTER %s  policy %s  state %s\n", c->name,
 	       rlb_policy_name(c->s.load_balancing),
 	       rlb_health_path(c->health));
-	printf("  %-*s %5s %5s %7s %11s\n", hostw, "HOST", "PORT", "PRIO",
-	       "ERRORS", "RECOVERY_S");
+	printf("  %-*s %5s %5s %7s %9s %11s\n", hostw, "HOST", "PORT", "PRIO",
+	       "ERRORS", "SLOWDOWNS", "RECOVERY_S");
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		const struct rlb_replica *r = &c->replicas[i];
 		char port[8] = "-";
 
 		if (r->port)
 			snprintf(port, sizeof(port), "%d", r->port);
-		printf("  %-*s %5s %5" PRId64 " %7" PRIu64 " %11" PRId64 "\n",
+		printf("  %-*s %5s %5" PRId64 " %7" PRIu64 " %9" PRIu64
+		       " %11" PRId64 "\n",
 		       hostw, r->host, port, r->priority,
 		       rlb_health_errors(c, i, now, true),
+		       rlb_health_slowdowns(c, i, now, true),
 		       rlb_health_recovery_seconds(c, i, now));
 	}
 }
@@ -467,7 +472,7 @@ static int cmd_record_error(struct rlb_config *cfg, const struct ctl_opts *o)
 	i = find_replica(c, o->args[2]);
 	if (i < 0 || !shared_state(c))
 		return 1;
-	rlb_health_add_errors(c, (size_t)i, count);
+	rlb_health_add_errors(c, (size_t)i, count, rlb_now());
 	return 0;
 }
 

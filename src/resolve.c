@@ -81,7 +81,7 @@ static int replica_addrs(struct rlb_cluster *c, size_t idx, const char *service,
 			if (fresh && !r->npinned &&
 			    resolution_counts(e->error, host, q,
 					      c->s.dns_cache_ttl)) {
-				rlb_health_add_errors(c, idx, 1);
+				rlb_health_add_errors(c, idx, 1, rlb_now());
 				rlb_log(RLB_LOG_DEBUG,
 					"%s: replica %s: cannot resolve (%s): "
 					"error counted",
@@ -142,6 +142,7 @@ struct sel_storage {
 	struct rlb_selection sel;
 	uint32_t order[STACK_SELECTION];
 	uint64_t errors[STACK_SELECTION];
+	uint64_t slowdowns[STACK_SELECTION];
 	int64_t policy_prio[STACK_SELECTION];
 };
 
@@ -160,6 +161,7 @@ static struct rlb_selection *run_selection(struct rlb_cluster *c,
 	} else {
 		sel->order = st->order;
 		sel->errors = st->errors;
+		sel->slowdowns = st->slowdowns;
 		sel->policy_prio = st->policy_prio;
 		sel->n = c->nreplicas;
 	}

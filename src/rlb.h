@@ -313,14 +313,25 @@ uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 			   bool decayed);
 /* T of the cluster (0 if unset). */
 int64_t rlb_health_decay_time(const struct rlb_cluster *c);
-/* Add n errors to replica i, capped at the cluster's error_cap. */
-void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n);
-/* Zero replica i's count, or every replica's when i == SIZE_MAX. */
+/* Replica i's slowdown count, as rlb_health_errors() gives errors. */
+uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
+			      int64_t now, bool decayed);
+/*
+ * Add n errors to replica i, capped at the cluster's error_cap, or n
+ * slowdowns (uncapped). Each first applies the decay owed at `now`, as a
+ * selection would, so a late failure is never forgiven before it is seen
+ * (design.md §5).
+ */
+void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
+			   int64_t now);
+void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
+			      int64_t now);
+/* Zero replica i's counts, or every replica's when i == SIZE_MAX. */
 void rlb_health_reset(struct rlb_cluster *c, size_t i);
 /* Round-robin counter: fetch-and-increment, or just read. */
 uint64_t rlb_health_rr_next(struct rlb_cluster *c);
 uint64_t rlb_health_rr_peek(const struct rlb_cluster *c);
-/* Seconds until replica i's count reaches 0 (design.md §6 status). */
+/* Seconds until max(errors, slowdowns) of replica i decays to 0 (§6). */
 int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now);
 
@@ -330,6 +341,7 @@ int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 /* The ordering key of design.md §3 for one replica. */
 struct rlb_select_key {
 	uint64_t errors;     /* max(0, errors - max_ignored) */
+	uint64_t slowdowns;  /* decayed slowdowns, never reduced */
 	int64_t priority;    /* config priority */
 	int64_t policy_prio; /* policy_priority(policy, i) */
 	uint32_t random;     /* fresh random number */
@@ -344,6 +356,7 @@ struct rlb_selection {
 	size_t n;
 	uint32_t *order;      /* n replica indexes, best first */
 	uint64_t *errors;     /* n decayed counts, by replica index */
+	uint64_t *slowdowns;  /* n decayed slowdowns, by replica index */
 	int64_t *policy_prio; /* n policy priorities, by replica index */
 };
 

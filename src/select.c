@@ -18,7 +18,7 @@
 struct rlb_selection *rlb_selection_new(size_t n)
 {
 	struct rlb_selection *sel;
-	size_t per = sizeof(uint64_t) + sizeof(int64_t) + sizeof(uint32_t);
+	size_t per = 2 * sizeof(uint64_t) + sizeof(int64_t) + sizeof(uint32_t);
 
 	if (n > (SIZE_MAX - sizeof(*sel)) / per)
 		return NULL;
@@ -28,7 +28,8 @@ struct rlb_selection *rlb_selection_new(size_t n)
 	/* 8-byte arrays first so that every array is naturally aligned. */
 	sel->n = n;
 	sel->errors = (uint64_t *)(sel + 1);
-	sel->policy_prio = (int64_t *)(sel->errors + n);
+	sel->slowdowns = sel->errors + n;
+	sel->policy_prio = (int64_t *)(sel->slowdowns + n);
 	sel->order = (uint32_t *)(sel->policy_prio + n);
 	return sel;
 }
@@ -38,6 +39,8 @@ static inline bool key_less(const struct rlb_select_key *a,
 {
 	if (a->errors != b->errors)
 		return a->errors < b->errors;
+	if (a->slowdowns != b->slowdowns)
+		return a->slowdowns < b->slowdowns;
 	if (a->priority != b->priority)
 		return a->priority < b->priority;
 	if (a->policy_prio != b->policy_prio)
@@ -270,17 +273,19 @@ static bool radix_sort(struct rlb_select_key *keys, size_t n, void *scratch)
 {
 	uint64_t *a = scratch, *b = a + n;
 	struct rlb_select_key *sorted = (struct rlb_select_key *)(b + n);
-	struct range e, p, q, r, x;
+	struct range e, d, p, q, r, x;
 	bool index_is_pos = true;
-	unsigned we, wp, wq, wr, wi, wpos;
+	unsigned we, wd, wp, wq, wr, wi, wpos;
 
 	range_init(&e);
+	range_init(&d);
 	range_init(&p);
 	range_init(&q);
 	range_init(&r);
 	range_init(&x);
 	for (size_t i = 0; i < n; i++) {
 		range_add(&e, keys[i].errors);
+		range_add(&d, keys[i].slowdowns);
 		range_add(&p, ord64(keys[i].priority));
 		range_add(&q, ord64(keys[i].policy_prio));
 		range_add(&r, keys[i].random);
@@ -288,24 +293,26 @@ static bool radix_sort(struct rlb_select_key *keys, size_t n, void *scratch)
 		index_is_pos &= keys[i].index == i;
 	}
 	we = range_bits(&e);
+	wd = range_bits(&d);
 	wp = range_bits(&p);
 	wq = range_bits(&q);
 	wr = range_bits(&r);
 	wi = index_is_pos ? 0 : range_bits(&x);
 	wpos = bit_width(n - 1);
-	if (we + wp + wq + wr + wi + wpos > 64)
+	if (we + wd + wp + wq + wr + wi + wpos > 64)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		const struct rlb_select_key *k = &keys[i];
 		uint64_t v = k->errors - e.min;
 
+		v = shl(v, wd) | (k->slowdowns - d.min);
 		v = shl(v, wp) | (ord64(k->priority) - p.min);
 		v = shl(v, wq) | (ord64(k->policy_prio) - q.min);
 		v = shl(v, wr) | (k->random - r.min);
 		v = shl(v, wi) | (index_is_pos ? 0 : k->index - x.min);
 		a[i] = shl(v, wpos) | i;
 	}
-	a = radix_u64(a, b, n, wpos, we + wp + wq + wr + wi + wpos);
+	a = radix_u64(a, b, n, wpos, we + wd + wp + wq + wr + wi + wpos);
 	for (size_t i = 0; i < n; i++)
 		sorted[i] = keys[a[i] & (shl(1, wpos) - 1)];
 	memcpy(keys, sorted, n * sizeof(*keys));
@@ -337,36 +344,40 @@ static bool select_packed(const struct rlb_cluster *c,
 			  struct rlb_selection *sel, size_t n, uint64_t ignored,
 			  uint64_t *a)
 {
-	struct range e, p, q;
-	unsigned we, wp, wq, wpos = bit_width(n - 1);
+	struct range e, d, p, q;
+	unsigned we, wd, wp, wq, wpos = bit_width(n - 1);
 	uint64_t *sorted;
 
 	range_init(&e);
+	range_init(&d);
 	range_init(&p);
 	range_init(&q);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t err = sel->errors[i];
 
 		range_add(&e, err > ignored ? err - ignored : 0);
+		range_add(&d, sel->slowdowns[i]);
 		range_add(&p, ord64(c->replicas[i].priority));
 		range_add(&q, ord64(sel->policy_prio[i]));
 	}
 	we = range_bits(&e);
+	wd = range_bits(&d);
 	wp = range_bits(&p);
 	wq = range_bits(&q);
-	if (we + wp + wq + RANDOM_BITS + wpos > 64)
+	if (we + wd + wp + wq + RANDOM_BITS + wpos > 64)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t err = sel->errors[i];
 		uint64_t v = (err > ignored ? err - ignored : 0) - e.min;
 
+		v = shl(v, wd) | (sel->slowdowns[i] - d.min);
 		v = shl(v, wp) | (ord64(c->replicas[i].priority) - p.min);
 		v = shl(v, wq) | (ord64(sel->policy_prio[i]) - q.min);
 		v = v << RANDOM_BITS | rlb_random_u32();
 		a[i] = shl(v, wpos) | i;
 	}
-	sorted =
-		radix_u64(a, a + n, n, wpos, we + wp + wq + RANDOM_BITS + wpos);
+	sorted = radix_u64(a, a + n, n, wpos,
+			   we + wd + wp + wq + RANDOM_BITS + wpos);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
 	return true;
@@ -394,6 +405,7 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 			c->nreplicas;
 	for (size_t i = 0; i < n; i++) {
 		sel->errors[i] = rlb_health_errors(c, i, now, peek);
+		sel->slowdowns[i] = rlb_health_slowdowns(c, i, now, peek);
 		sel->policy_prio[i] = rlb_policy_priority(c, i, rr_last);
 	}
 	if (n > STACK_KEYS) {
@@ -414,6 +426,7 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		uint64_t err = sel->errors[i];
 
 		keys[i].errors = err > ignored ? err - ignored : 0;
+		keys[i].slowdowns = sel->slowdowns[i];
 		keys[i].priority = c->replicas[i].priority;
 		keys[i].policy_prio = sel->policy_prio[i];
 		keys[i].random = rlb_random_u32();

@@ -84,7 +84,7 @@ void rlb_snapshot_put(struct rlb_snapshot *snap)
 static void charge_replica(struct rlb_cluster *c, size_t i,
 			   const struct rlb_failure *f)
 {
-	rlb_health_add_errors(c, i, 1);
+	rlb_health_add_errors(c, i, 1, rlb_now());
 	rlb_log(RLB_LOG_DEBUG,
 		"%s: replica %s: connect failed (%s): error counted, "
 		"errors now %llu",

@@ -25,8 +25,8 @@
 
 #include "rlb.h"
 
-/* Layout v1 of a state file, as the tests poke at it. */
-#define FILE_SIZE   (64 + 2 * RLB_MAX_REPLICAS * 16)
+/* Layout v2 of a state file, as the tests poke at it. */
+#define FILE_SIZE   (64 + 2 * RLB_MAX_REPLICAS * 32)
 #define OFF_VERSION 8
 #define OFF_CHECK   32
 #define NCHILDREN   8
@@ -38,6 +38,15 @@ struct fixture {
 	char tmp[64];
 	char state[128];
 };
+
+/*
+ * Add errors at the cluster's current decay time T, where no decay is
+ * owed: for tests of other behaviour than the decay refinement.
+ */
+static void add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
+{
+	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
+}
 
 static int setup(void **state)
 {
@@ -254,7 +263,7 @@ static void test_health_tv24_decay_sequence(void **state)
 	assert_int_equal(rlb_health_decay_time(c), 0);
 	rlb_health_decay(c, 1000);
 	assert_int_equal(rlb_health_decay_time(c), 1000);
-	rlb_health_add_errors(c, 0, 5);
+	add_errors(c, 0, 5);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 5);
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
 		rlb_health_decay(c, steps[i].now);
@@ -262,6 +271,82 @@ static void test_health_tv24_decay_sequence(void **state)
 				 steps[i].errors);
 		assert_int_equal(rlb_health_decay_time(c), steps[i].t);
 	}
+	cfg_free(cfg);
+}
+
+/*
+ * The decay refinement (design.md §5): an error that arrives long after
+ * the last selection first brings the decay up to date, so the next
+ * selection sees it in full. Without it, the selection 2.5 half-lives
+ * later would shift the fresh error away: status showed 0.
+ */
+static void test_health_late_error_counts_in_full(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	c->s.half_life = 1;
+	rlb_health_decay(c, 1000); /* a selection: T = 1000 */
+	rlb_health_add_errors(c, 0, 1, 1002);
+	assert_int_equal(rlb_health_decay_time(c), 1002);
+	rlb_health_decay(c, 1002); /* the next selection */
+	assert_int_equal(rlb_health_errors(c, 0, 1002, false), 1);
+	assert_int_equal(rlb_health_errors(c, 0, 1002, true), 1);
+	/* Older errors got the decay they were owed: 8 >> 2 = 2, + 1. */
+	add_errors(c, 1, 8);
+	rlb_health_add_errors(c, 1, 1, 1004);
+	assert_int_equal(rlb_health_errors(c, 1, 1004, false), 3);
+	/* Replica 0's 1 was halved twice to 0 by that add; within the
+	 * same half-life nothing more is owed and T stays. */
+	rlb_health_add_errors(c, 0, 1, 1004);
+	assert_int_equal(rlb_health_decay_time(c), 1004);
+	assert_int_equal(rlb_health_errors(c, 0, 1004, false), 1);
+	cfg_free(cfg);
+}
+
+/* Half-life 0: an add never wipes another add no selection has seen. */
+static void test_health_zero_half_life_adds_accumulate(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	c->s.half_life = 0;
+	rlb_health_decay(c, 1000);
+	rlb_health_add_errors(c, 0, 1, 1005);
+	rlb_health_add_errors(c, 0, 1, 1009);
+	assert_int_equal(rlb_health_errors(c, 0, 1009, false), 2);
+	cfg_free(cfg);
+}
+
+/*
+ * Slowdowns (ClickHouse's slowdown_count): uncapped, not reduced by
+ * max_ignored_errors (that is select.c's business), decayed with the
+ * errors, reset with them, and the recovery estimate takes the larger.
+ */
+static void test_health_slowdowns_decay_uncapped(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	c->s.half_life = 10;
+	c->s.error_cap = 4;
+	rlb_health_decay(c, 1000);
+	rlb_health_add_slowdowns(c, 0, 16, 1000);
+	add_errors(c, 0, 16);
+	assert_int_equal(rlb_health_slowdowns(c, 0, 1000, false), 16);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 4);
+	/* bit_length(16) = 5 half-lives of 10 s. */
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 1000), 50);
+	assert_int_equal(rlb_health_slowdowns(c, 0, 1020, true), 4);
+	rlb_health_decay(c, 1020);
+	assert_int_equal(rlb_health_slowdowns(c, 0, 1020, false), 4);
+	assert_int_equal(rlb_health_errors(c, 0, 1020, false), 1);
+	assert_int_equal(rlb_health_slowdowns(c, 1, 1020, false), 0);
+	rlb_health_reset(c, 0);
+	assert_int_equal(rlb_health_slowdowns(c, 0, 1020, false), 0);
 	cfg_free(cfg);
 }
 
@@ -273,15 +358,15 @@ static void test_health_tv25_zero_half_life(void **state)
 
 	c->s.half_life = 0;
 	rlb_health_decay(c, 1000);
-	rlb_health_add_errors(c, 0, 7);
-	rlb_health_add_errors(c, 1, 3);
+	add_errors(c, 0, 7);
+	add_errors(c, 1, 3);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, true), 0);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 7);
 	/* Even within the same second: k is "large". */
 	rlb_health_decay(c, 1000);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 0);
 	assert_int_equal(rlb_health_errors(c, 1, 1000, false), 0);
-	rlb_health_add_errors(c, 0, 7);
+	add_errors(c, 0, 7);
 	rlb_health_decay(c, 5000);
 	assert_int_equal(rlb_health_errors(c, 0, 5000, false), 0);
 	assert_int_equal(rlb_health_decay_time(c), 5000);
@@ -296,10 +381,10 @@ static void test_health_tv26_cap(void **state)
 	int64_t now = 1000;
 
 	rlb_health_decay(c, now);
-	rlb_health_add_errors(c, 0, 999);
-	rlb_health_add_errors(c, 0, 3);
+	add_errors(c, 0, 999);
+	add_errors(c, 0, 3);
 	assert_int_equal(rlb_health_errors(c, 0, now, false), 1000);
-	rlb_health_add_errors(c, 0, UINT64_MAX);
+	add_errors(c, 0, UINT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, now, false), 1000);
 	for (int i = 1; i <= 9; i++) {
 		now += 60;
@@ -314,9 +399,9 @@ static void test_health_tv26_cap(void **state)
 	assert_int_equal(now - 1000, 600);
 
 	/* A lowered cap applies at the next increment. */
-	rlb_health_add_errors(c, 0, 500);
+	add_errors(c, 0, 500);
 	c->s.error_cap = 10;
-	rlb_health_add_errors(c, 0, 1);
+	add_errors(c, 0, 1);
 	assert_int_equal(rlb_health_errors(c, 0, now, false), 10);
 	cfg_free(cfg);
 }
@@ -328,7 +413,7 @@ static void test_health_clock_backwards_does_nothing(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	rlb_health_decay(c, 1000);
-	rlb_health_add_errors(c, 0, 8);
+	add_errors(c, 0, 8);
 	assert_int_equal(rlb_health_errors(c, 0, 900, true), 8);
 	rlb_health_decay(c, 900);
 	assert_int_equal(rlb_health_errors(c, 0, 900, false), 8);
@@ -347,15 +432,15 @@ static void test_health_shift_of_64_or_more_zeroes(void **state)
 	c->s.half_life = 1;
 	c->s.error_cap = INT64_MAX;
 	rlb_health_decay(c, 1000);
-	rlb_health_add_errors(c, 0, UINT64_MAX);
+	add_errors(c, 0, UINT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), INT64_MAX);
 	rlb_health_decay(c, 1062);
 	assert_int_equal(rlb_health_errors(c, 0, 1062, false), 1);
-	rlb_health_add_errors(c, 0, INT64_MAX);
+	add_errors(c, 0, INT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, 1126, true), 0);
 	rlb_health_decay(c, 1126);
 	assert_int_equal(rlb_health_errors(c, 0, 1126, false), 0);
-	rlb_health_add_errors(c, 0, INT64_MAX);
+	add_errors(c, 0, INT64_MAX);
 	rlb_health_decay(c, INT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, INT64_MAX, false), 0);
 	assert_int_equal(rlb_health_decay_time(c), INT64_MAX);
@@ -369,7 +454,7 @@ static void test_health_remainder_discarded(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	rlb_health_decay(c, 1000);
-	rlb_health_add_errors(c, 0, 16);
+	add_errors(c, 0, 16);
 	rlb_health_decay(c, 1090);
 	assert_int_equal(rlb_health_decay_time(c), 1090);
 	assert_int_equal(rlb_health_errors(c, 0, 1090, false), 8);
@@ -388,10 +473,10 @@ static void test_health_decayed_view_changes_nothing(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	/* No T yet: the first selection only starts the clock. */
-	rlb_health_add_errors(c, 0, 5);
+	add_errors(c, 0, 5);
 	assert_int_equal(rlb_health_errors(c, 0, 99999, true), 5);
 	rlb_health_decay(c, 1000);
-	rlb_health_add_errors(c, 1, 12);
+	add_errors(c, 1, 12);
 	assert_int_equal(rlb_health_errors(c, 0, 1130, true), 1);
 	assert_int_equal(rlb_health_errors(c, 1, 1130, true), 3);
 	assert_int_equal(rlb_health_errors(c, 0, 1130, false), 5);
@@ -410,7 +495,7 @@ static void test_health_reset(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	for (size_t i = 0; i < 3; i++)
-		rlb_health_add_errors(c, i, i + 1);
+		add_errors(c, i, i + 1);
 	rlb_health_reset(c, 1);
 	assert_int_equal(rlb_health_errors(c, 0, 0, false), 1);
 	assert_int_equal(rlb_health_errors(c, 1, 0, false), 0);
@@ -429,7 +514,7 @@ static void test_health_recovery_tv28(void **state)
 	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_cluster *c = &cfg->clusters[0];
 
-	rlb_health_add_errors(c, 0, 6);
+	add_errors(c, 0, 6);
 	/* T unset: the full bit_length(6) * H. */
 	assert_int_equal(rlb_health_recovery_seconds(c, 0, 5000), 180);
 	rlb_health_decay(c, 986);
@@ -455,7 +540,7 @@ static void test_health_shared_between_attaches(void **state)
 
 	snprintf(expect, sizeof(expect), "%s/db.state", f->state);
 	assert_string_equal(rlb_health_path(a->health), expect);
-	rlb_health_add_errors(a, 1, 4);
+	add_errors(a, 1, 4);
 	assert_int_equal(rlb_health_errors(b, 1, 0, false), 4);
 	assert_int_equal(rlb_health_rr_next(a), 0);
 	assert_int_equal(rlb_health_rr_next(b), 1);
@@ -517,7 +602,7 @@ static int child_add(const char *dir, struct rlb_config *inherited,
 	}
 	gate_wait(gate);
 	for (int i = 0; i < ADDS_PER_CHILD; i++)
-		rlb_health_add_errors(&cfg->clusters[0], 0, 1);
+		add_errors(&cfg->clusters[0], 0, 1);
 	if (!inherited)
 		cfg_free(cfg);
 	return rc;
@@ -630,8 +715,8 @@ static void test_health_reload_keeps_by_identity(void **state)
 
 	a = &c1->clusters[0];
 	rlb_health_decay(a, 1000);
-	rlb_health_add_errors(a, 0, 3);
-	rlb_health_add_errors(a, 1, 5);
+	add_errors(a, 0, 3);
+	add_errors(a, 1, 5);
 	rlb_health_rr_next(a);
 	c2 = attach1(f->state, "db", reordered, 3, true);
 	b = &c2->clusters[0];
@@ -642,8 +727,8 @@ static void test_health_reload_keeps_by_identity(void **state)
 	assert_int_equal(rlb_health_rr_peek(b), 1);
 	assert_int_equal(rlb_health_decay_time(b), 1000);
 	/* Both versions of the config keep working on the same counters. */
-	rlb_health_add_errors(b, 0, 2);
-	rlb_health_add_errors(b, 2, 1);
+	add_errors(b, 0, 2);
+	add_errors(b, 2, 1);
 	assert_int_equal(rlb_health_errors(a, 0, 1000, false), 4);
 	cfg_free(c1);
 	cfg_free(c2);
@@ -655,8 +740,8 @@ static void test_health_prune_drops_removed(void **state)
 	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2, *c3;
 
-	rlb_health_add_errors(&c1->clusters[0], 0, 3);
-	rlb_health_add_errors(&c1->clusters[0], 1, 5);
+	add_errors(&c1->clusters[0], 0, 3);
+	add_errors(&c1->clusters[0], 1, 5);
 	c2 = attach1(f->state, "db", hosts_ab, 1, true); /* b removed */
 	assert_int_equal(rlb_health_errors(&c2->clusters[0], 0, 0, false), 3);
 	cfg_free(c2);
@@ -673,11 +758,11 @@ static void test_health_prune_then_stale_config_reclaims(void **state)
 	struct rlb_config *old = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2, *c3;
 
-	rlb_health_add_errors(&old->clusters[0], 1, 5);
+	add_errors(&old->clusters[0], 1, 5);
 	c2 = attach1(f->state, "db", hosts_ab, 1, true); /* b pruned */
 	/* A process still on the old config finds b's slot gone. */
 	assert_int_equal(rlb_health_errors(&old->clusters[0], 1, 0, false), 0);
-	rlb_health_add_errors(&old->clusters[0], 1, 2);
+	add_errors(&old->clusters[0], 1, 2);
 	c3 = attach1(f->state, "db", hosts_ab, 2, false);
 	assert_int_equal(rlb_health_errors(&c3->clusters[0], 1, 0, false), 2);
 	cfg_free(c3);
@@ -691,7 +776,7 @@ static void test_health_no_prune_keeps_removed(void **state)
 	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2, *c3;
 
-	rlb_health_add_errors(&c1->clusters[0], 1, 5);
+	add_errors(&c1->clusters[0], 1, 5);
 	cfg_free(c1);
 	c2 = attach1(f->state, "db", hosts_ab, 1, false);
 	c3 = attach1(f->state, "db", hosts_ab, 2, false);
@@ -709,17 +794,17 @@ static void test_health_rebuild_when_full_of_tombstones(void **state)
 
 	ca = cfg_new_many(f->state, "db", "a", n);
 	rlb_health_attach_all(ca, true);
-	rlb_health_add_errors(&ca->clusters[0], 0, 7);
+	add_errors(&ca->clusters[0], 0, 7);
 	/* b* fill the other half; pruning a* leaves no empty slot. */
 	cb = cfg_new_many(f->state, "db", "b", n);
 	rlb_health_attach_all(cb, true);
 	assert_false(is_private(cb));
-	rlb_health_add_errors(&cb->clusters[0], 0, 4);
-	rlb_health_add_errors(&cb->clusters[0], n - 1, 9);
+	add_errors(&cb->clusters[0], 0, 4);
+	add_errors(&cb->clusters[0], n - 1, 9);
 	cc = attach1(f->state, "db", hosts_c, 2, false);
 	assert_false(is_private(cc));
 	assert_int_equal(rlb_health_errors(&cc->clusters[0], 0, 0, false), 4);
-	rlb_health_add_errors(&cc->clusters[0], 1, 6);
+	add_errors(&cc->clusters[0], 1, 6);
 	cd = attach1(f->state, "db", hosts_c, 2, false);
 	assert_int_equal(rlb_health_errors(&cd->clusters[0], 1, 0, false), 6);
 	/* Entries moved by the rebuild are found again. */
@@ -742,14 +827,14 @@ static void test_health_full_table_drops_foreign_entries(void **state)
 
 	ca = cfg_new_many(f->state, "db", "a", n);
 	rlb_health_attach_all(ca, false);
-	rlb_health_add_errors(&ca->clusters[0], 0, 7);
+	add_errors(&ca->clusters[0], 0, 7);
 	cb = cfg_new_many(f->state, "db", "b", n);
 	rlb_health_attach_all(cb, false);
 	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 7);
 	/* 8192 live entries: a third config can only get room by pruning. */
 	cc = attach1(f->state, "db", hosts_c, 1, false);
 	assert_false(is_private(cc));
-	rlb_health_add_errors(&cc->clusters[0], 0, 2);
+	add_errors(&cc->clusters[0], 0, 2);
 	assert_int_equal(rlb_health_errors(&cc->clusters[0], 0, 0, false), 2);
 	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 0);
 	cfg_free(ca);
@@ -787,7 +872,7 @@ static void check_set_aside(struct fixture *f, const char *reason)
 	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 0);
 	assert_int_equal(rlb_health_rr_peek(&cfg->clusters[0]), 0);
 	assert_int_equal(rlb_health_decay_time(&cfg->clusters[0]), 0);
-	rlb_health_add_errors(&cfg->clusters[0], 0, 2);
+	add_errors(&cfg->clusters[0], 0, 2);
 	cfg_free(cfg);
 	/* The new file is good: the next attach keeps it. */
 	cfg = attach1(f->state, "db", hosts_ab, 2, true);
@@ -801,7 +886,7 @@ static void make_valid_file(struct fixture *f, char *path, size_t len)
 {
 	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
 
-	rlb_health_add_errors(&cfg->clusters[0], 0, 9);
+	add_errors(&cfg->clusters[0], 0, 9);
 	rlb_health_rr_next(&cfg->clusters[0]);
 	cfg_free(cfg);
 	snprintf(path, len, "%s/db.state", f->state);
@@ -848,7 +933,7 @@ static void test_health_truncated_file_set_aside(void **state)
 static void test_health_foreign_version_set_aside(void **state)
 {
 	struct fixture *f = *state;
-	uint32_t version = 2;
+	uint32_t version = 1;
 	char path[512];
 	int fd;
 
@@ -857,7 +942,7 @@ static void test_health_foreign_version_set_aside(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, &version, 4, OFF_VERSION), 4);
 	close(fd);
-	check_set_aside(f, "version 2");
+	check_set_aside(f, "version 1");
 }
 
 static void test_health_bad_checksum_set_aside(void **state)
@@ -896,7 +981,7 @@ static void test_health_empty_or_blank_file_initialised(void **state)
 	free(zero);
 	cfg = attach1(f->state, "db", hosts_ab, 2, true);
 	assert_false(is_private(cfg));
-	rlb_health_add_errors(&cfg->clusters[0], 0, 1);
+	add_errors(&cfg->clusters[0], 0, 1);
 	cfg_free(cfg);
 	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 0);
 	cfg = attach1(f->state, "db", hosts_ab, 2, true);
@@ -920,7 +1005,7 @@ static void check_private(struct fixture *f, const char *dir,
 	assert_non_null(strstr(log, "private"));
 	assert_non_null(strstr(log, expect_in_log));
 	free(log);
-	rlb_health_add_errors(&cfg->clusters[0], 1, 3);
+	add_errors(&cfg->clusters[0], 1, 3);
 	rlb_health_decay(&cfg->clusters[0], 1000);
 	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 1, 0, false), 3);
 	assert_int_equal(rlb_health_decay_time(&cfg->clusters[0]), 1000);
@@ -928,7 +1013,7 @@ static void check_private(struct fixture *f, const char *dir,
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		rlb_health_add_errors(&cfg->clusters[0], 1, 4);
+		add_errors(&cfg->clusters[0], 1, 4);
 		_exit(0);
 	}
 	wait_children(&pid, 1);
@@ -1125,7 +1210,7 @@ static void test_health_unattached_is_harmless(void **state)
 
 	c.nreplicas = 0;
 	rlb_health_decay(&c, 1000);
-	rlb_health_add_errors(&c, 0, 1);
+	add_errors(&c, 0, 1);
 	rlb_health_reset(&c, SIZE_MAX);
 	assert_int_equal(rlb_health_errors(&c, 0, 0, true), 0);
 	assert_int_equal(rlb_health_rr_next(&c), 0);
@@ -1163,6 +1248,9 @@ int main(void)
 		T(test_health_garbage_of_right_size_set_aside),
 		T(test_health_truncated_file_set_aside),
 		T(test_health_foreign_version_set_aside),
+		T(test_health_late_error_counts_in_full),
+		T(test_health_zero_half_life_adds_accumulate),
+		T(test_health_slowdowns_decay_uncapped),
 		T(test_health_bad_checksum_set_aside),
 		T(test_health_empty_or_blank_file_initialised),
 		T(test_health_file_mode_0666_not_used),

@@ -16,6 +16,15 @@
 
 #include "rlb.h"
 
+/*
+ * Add errors at the cluster's current decay time T, where no decay is
+ * owed: for tests of other behaviour than the decay refinement.
+ */
+static void add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
+{
+	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
+}
+
 static char tmpdir[] = "/tmp/rlb-test-resolve-XXXXXX";
 static struct rlb_config *cfg; /* snap->cfg */
 static struct rlb_snapshot *snap;
@@ -183,7 +192,7 @@ static void test_resolve_canonname_is_first_replica(void **state)
 				 .ai_flags = AI_CANONNAME},
 			*res = NULL;
 
-	rlb_health_add_errors(c, 0, 3);
+	add_errors(c, 0, 3);
 	assert_int_equal(rlb_resolve_getaddrinfo(c, "1", &hints, &res), 0);
 	assert_non_null(res->ai_canonname);
 	/* r1 has errors now, so r2 leads. */

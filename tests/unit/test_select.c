@@ -20,6 +20,15 @@
 #define NOW 1000000
 
 /* State directory shared by the whole file; each cluster has its own name. */
+/*
+ * Add errors at the cluster's current decay time T, where no decay is
+ * owed: for tests of other behaviour than the decay refinement.
+ */
+static void add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
+{
+	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
+}
+
 static char state_dir[] = "/tmp/rlb-test-select-XXXXXX";
 static unsigned cluster_seq;
 
@@ -115,7 +124,7 @@ static void set_errors(struct env *e, const uint64_t *errors)
 {
 	for (size_t i = 0; i < e->c->nreplicas; i++)
 		if (errors[i])
-			rlb_health_add_errors(e->c, i, errors[i]);
+			add_errors(e->c, i, errors[i]);
 }
 
 static void select_now(struct env *e)
@@ -170,11 +179,13 @@ static void test_select_selection_new_layout(void **state)
 		 * (ASan and valgrind watch the bounds). */
 		for (size_t i = 0; i < n; i++) {
 			sel->errors[i] = UINT64_MAX;
+			sel->slowdowns[i] = UINT64_MAX - 1;
 			sel->policy_prio[i] = INT64_MIN;
 			sel->order[i] = (uint32_t)i;
 		}
 		for (size_t i = 0; i < n; i++) {
 			assert_int_equal(sel->errors[i], UINT64_MAX);
+			assert_int_equal(sel->slowdowns[i], UINT64_MAX - 1);
 			assert_true(sel->policy_prio[i] == INT64_MIN);
 			assert_int_equal(sel->order[i], i);
 		}
@@ -268,6 +279,8 @@ static int ref_cmp(const void *pa, const void *pb)
 
 	if (a->errors != b->errors)
 		return a->errors < b->errors ? -1 : 1;
+	if (a->slowdowns != b->slowdowns)
+		return a->slowdowns < b->slowdowns ? -1 : 1;
 	if (a->priority != b->priority)
 		return a->priority < b->priority ? -1 : 1;
 	if (a->policy_prio != b->policy_prio)
@@ -313,6 +326,7 @@ static void fill_keys(struct rlb_select_key *k, size_t n, enum shape shape)
 			k[i] = key(r % 3, (int64_t)(r >> 2) % 3 - 1,
 				   (int64_t)(r >> 4) % 50 - 25, next_rand(),
 				   (uint32_t)i);
+			k[i].slowdowns = (r >> 10) % 3;
 			break;
 		case SHAPE_FEW: /* many full ties but for the index */
 			k[i] = key(r % 2, 1, (r >> 1) % 2, (r >> 2) % 2,
@@ -567,6 +581,34 @@ static void test_select_in_order_ignored_errors(void **state)
 	}
 }
 
+/*
+ * Slowdowns sit between errors and priority in the key (design.md §3):
+ * replica 0 has an error (and the worst priority), replica 1 a slowdown,
+ * replica 2 a better config priority than 3; max_ignored_errors forgives
+ * errors, never slowdowns.
+ */
+static void test_select_slowdowns_between_errors_and_priority(void **state)
+{
+	struct env *e = env_new(RLB_POLICY_RANDOM, 4, NULL);
+	static const uint64_t errors[] = {1, 0, 0, 0};
+	static const uint32_t m0[] = {2, 3, 1, 0}, m1[] = {2, 3, 0, 1};
+
+	e->c->replicas[2].priority = 0;
+	e->c->replicas[0].priority = 2;
+	set_errors(e, errors);
+	rlb_health_add_slowdowns(e->c, 1, 1, rlb_health_decay_time(e->c));
+	for (int rep = 0; rep < 20; rep++) {
+		e->c->s.max_ignored_errors = 0;
+		select_now(e);
+		check_order(e->sel, m0, "slowdown behind no slowdown");
+		assert_int_equal(e->sel->slowdowns[1], 1);
+		e->c->s.max_ignored_errors = 1;
+		select_now(e);
+		check_order(e->sel, m1, "ignored errors, never slowdowns");
+	}
+	env_free(e);
+}
+
 /* TV23 end to end: config priority [0, 5], errors [1, 0]. */
 static void test_select_errors_beat_config_priority(void **state)
 {
@@ -762,7 +804,7 @@ static void test_select_peek_does_not_decay(void **state)
 	assert_int_equal(rlb_health_decay_time(e->c), 0);
 	rlb_select(e->c, false, 1000, e->sel);
 	assert_int_equal(rlb_health_decay_time(e->c), 1000);
-	rlb_health_add_errors(e->c, 0, 5);
+	add_errors(e->c, 0, 5);
 
 	rlb_select(e->c, true, 1061, e->sel);
 	assert_int_equal(e->sel->errors[0], 2);
@@ -795,7 +837,7 @@ static void test_select_applies_decay(void **state)
 
 	rlb_select(e->c, false, 1000, e->sel);
 	assert_int_equal(rlb_health_decay_time(e->c), 1000);
-	rlb_health_add_errors(e->c, 0, 5);
+	add_errors(e->c, 0, 5);
 	for (size_t k = 0; k < ARRAY_SIZE(steps); k++) {
 		rlb_select(e->c, false, steps[k].t, e->sel);
 		if (e->sel->errors[0] != steps[k].errors ||
@@ -821,7 +863,7 @@ static void test_select_half_life_zero(void **state)
 
 	e->c->s.half_life = 0;
 	rlb_select(e->c, false, 1000, e->sel);
-	rlb_health_add_errors(e->c, 0, 7);
+	add_errors(e->c, 0, 7);
 	rlb_select(e->c, false, 1005, e->sel);
 	assert_int_equal(e->sel->errors[0], 0);
 	check_order(e->sel, want, "TV25");
@@ -1006,9 +1048,9 @@ static void test_select_many_replicas(void **state)
 	size_t pos = 0;
 
 	assert_non_null(seen);
-	rlb_health_add_errors(e->c, 500, 1);
-	rlb_health_add_errors(e->c, 0, 1);
-	rlb_health_add_errors(e->c, 999, 2);
+	add_errors(e->c, 500, 1);
+	add_errors(e->c, 0, 1);
+	add_errors(e->c, 999, 2);
 	e->c->replicas[700].priority = 0;
 	select_now(e);
 	assert_int_equal(e->sel->order[0], 700);
@@ -1094,7 +1136,7 @@ static void test_select_many_replicas_mixed_keys(void **state)
 			/* Every replica has an error; errors <= M count 0. */
 			e->c->s.max_ignored_errors = 2;
 			for (size_t i = 0; i < n; i++) {
-				rlb_health_add_errors(e->c, i, i * 7 % 11 + 1);
+				add_errors(e->c, i, i * 7 % 11 + 1);
 				e->c->replicas[i].priority =
 					(int64_t)(i * 13 % 5) - 2;
 			}
@@ -1180,6 +1222,8 @@ int main(void)
 		cmocka_unit_test(test_select_sort_adversarial),
 		cmocka_unit_test(test_select_in_order_ignored_errors),
 		cmocka_unit_test(test_select_errors_beat_config_priority),
+		cmocka_unit_test(
+			test_select_slowdowns_between_errors_and_priority),
 		cmocka_unit_test(test_select_first_or_random_offsets),
 		cmocka_unit_test(test_select_first_or_random_with_errors),
 		cmocka_unit_test(test_select_round_robin_sequence),
