@@ -1088,12 +1088,6 @@ out_close:
 	return 0;
 }
 
-static void stamp_free(struct rlb_file_stamp *s)
-{
-	free(s->path);
-	s->path = NULL;
-}
-
 /* A per-app name usable as a file name in apps.d. */
 static bool app_name_ok(const char *app)
 {
@@ -1211,28 +1205,15 @@ static void apply_env(struct parser *p, const struct rlb_config_source *src,
 		cfg->log_level = level;
 }
 
-/* Build *out from the layers, or report why not (freeing everything). */
-/* A config holding only stamps (no clusters): what a broken load read. */
-static struct rlb_config *stamps_only(struct rlb_file_stamp *stamps,
-				      size_t nstamps)
-{
-	struct rlb_config *cfg = calloc(1, sizeof(*cfg));
-
-	if (!cfg)
-		return NULL;
-	for (size_t i = 0; i < nstamps; i++) {
-		cfg->stamps[i] = stamps[i];
-		stamps[i].path = NULL;
-	}
-	cfg->nstamps = nstamps;
-	atomic_init(&cfg->refs, 1);
-	return cfg;
-}
-
+/*
+ * Build *out from the layers and the environment, or report why not.
+ * Frees the layers and files, except that files move into *out, or into
+ * *broken when the config is broken.
+ */
 static int finish(struct parser *p, struct layer *m, struct layer *a,
 		  const struct rlb_config_source *src,
-		  struct rlb_file_stamp *stamps, size_t nstamps,
-		  struct rlb_config **out, struct rlb_config **broken)
+		  struct rlb_config_files *files, struct rlb_config **out,
+		  struct rlb_config_files *broken)
 {
 	static const struct rlb_config_source no_env;
 	enum rlb_policy policy = RLB_POLICY_RANDOM;
@@ -1252,11 +1233,8 @@ static int finish(struct parser *p, struct layer *m, struct layer *a,
 	}
 	merge(p, m, a, cfg);
 	apply_env(p, src, policy, level, cfg);
-	for (size_t i = 0; i < nstamps; i++) {
-		cfg->stamps[i] = stamps[i];
-		stamps[i].path = NULL;
-	}
-	cfg->nstamps = nstamps;
+	cfg->files = *files;
+	memset(files, 0, sizeof(*files));
 	atomic_init(&cfg->refs, 1);
 	if (p->nomem)
 		goto out_free;
@@ -1267,10 +1245,11 @@ out_free:
 	if (p->nomem)
 		rc = -ENOMEM;
 	rlb_config_free(cfg);
-	if (rc == -EINVAL && broken)
-		*broken = stamps_only(stamps, nstamps);
-	for (size_t i = 0; i < nstamps; i++)
-		stamp_free(&stamps[i]);
+	if (rc == -EINVAL && broken) {
+		*broken = *files;
+		memset(files, 0, sizeof(*files));
+	}
+	rlb_config_files_free(files);
 	layer_free(m);
 	layer_free(a);
 	return rc;
@@ -1313,21 +1292,20 @@ int rlb_config_load(const struct rlb_config_source *src,
 
 int rlb_config_load_ex(const struct rlb_config_source *src,
 		       struct rlb_config **out, struct rlb_diag *diag,
-		       struct rlb_config **broken)
+		       struct rlb_config_files *broken)
 {
-	struct rlb_file_stamp stamps[2] = {0};
+	struct rlb_config_files files = {.n = 1};
 	struct parser p = {.diag = diag};
 	struct layer m = {0}, a = {0};
 	const char *path = src && src->path ? src->path : rlb_config_path();
 	const char *app = src ? src->app : NULL;
-	size_t nstamps = 1;
 	char *app_path = NULL;
 	int saved = errno;
 	int rc;
 
-	rc = read_file(&p, path, &m, &stamps[0]);
+	rc = read_file(&p, path, &m, &files.stamps[0]);
 	if (rc == -ENOENT) {
-		stamp_free(&stamps[0]);
+		rlb_config_files_free(&files);
 		errno = saved;
 		return -ENOENT;
 	}
@@ -1342,13 +1320,13 @@ int rlb_config_load_ex(const struct rlb_config_source *src,
 			app_path = NULL;
 			p.nomem = true;
 		} else {
-			nstamps = 2;
+			files.n = 2;
 			/* A missing app file is stamped as missing, so
 			 * that creating it later counts as a change. */
-			read_file(&p, app_path, &a, &stamps[1]);
+			read_file(&p, app_path, &a, &files.stamps[1]);
 		}
 	}
-	rc = finish(&p, &m, &a, src, stamps, nstamps, out, broken);
+	rc = finish(&p, &m, &a, src, &files, out, broken);
 	free(app_path);
 	errno = saved;
 	return rc;
@@ -1362,6 +1340,7 @@ int rlb_config_parse_string(const char *text, const char *name,
 		.file = name ? name : "(string)",
 		.text = text ? text : "",
 	};
+	struct rlb_config_files none = {0};
 	struct layer m = {0}, a = {0};
 	config_t lc;
 	bool ok;
@@ -1372,7 +1351,7 @@ int rlb_config_parse_string(const char *text, const char *name,
 	config_destroy(&lc);
 	if (m.parsed && !m.has_clusters)
 		report_at(&p, p.file, 1, "missing \"clusters\" list");
-	return finish(&p, &m, &a, NULL, NULL, 0, out, NULL);
+	return finish(&p, &m, &a, NULL, &none, out, NULL);
 }
 
 void rlb_config_free(struct rlb_config *cfg)
@@ -1384,8 +1363,7 @@ void rlb_config_free(struct rlb_config *cfg)
 	free(cfg->clusters);
 	free(cfg->local_hostname);
 	free(cfg->state_dir);
-	for (size_t i = 0; i < cfg->nstamps; i++)
-		stamp_free(&cfg->stamps[i]);
+	rlb_config_files_free(&cfg->files);
 	free(cfg);
 }
 
@@ -1421,11 +1399,16 @@ struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 
 bool rlb_config_changed(const struct rlb_config *cfg)
 {
+	return cfg && rlb_config_files_changed(&cfg->files);
+}
+
+bool rlb_config_files_changed(const struct rlb_config_files *files)
+{
 	int saved = errno;
 	bool changed = false;
 
-	for (size_t i = 0; cfg && i < cfg->nstamps && !changed; i++) {
-		const struct rlb_file_stamp *s = &cfg->stamps[i];
+	for (size_t i = 0; files && i < files->n && !changed; i++) {
+		const struct rlb_file_stamp *s = &files->stamps[i];
 		struct stat st;
 		bool exists = stat(s->path, &st) == 0;
 
@@ -1439,4 +1422,13 @@ bool rlb_config_changed(const struct rlb_config *cfg)
 	}
 	errno = saved;
 	return changed;
+}
+
+void rlb_config_files_free(struct rlb_config_files *files)
+{
+	if (!files)
+		return;
+	for (size_t i = 0; i < files->n; i++)
+		free(files->stamps[i].path);
+	memset(files, 0, sizeof(*files));
 }

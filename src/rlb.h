@@ -198,6 +198,12 @@ struct rlb_file_stamp {
 	struct timespec mtime;
 };
 
+/* The files a load read (main, app), to tell when one is edited. */
+struct rlb_config_files {
+	size_t n; /* 0 for a parsed string */
+	struct rlb_file_stamp stamps[2];
+};
+
 struct rlb_config {
 	struct rlb_settings defaults; /* top-level settings */
 	char *local_hostname;	      /* NULL: this host's FQDN (SPEC 3.2) */
@@ -206,9 +212,8 @@ struct rlb_config {
 	enum rlb_log_target log_target;
 	size_t nclusters;
 	struct rlb_cluster *clusters;
-	size_t nstamps; /* files read (main, app), for reload */
-	struct rlb_file_stamp stamps[2];
-	atomic_uint refs; /* runtime.c reference count */
+	struct rlb_config_files files; /* for reload */
+	atomic_uint refs;	       /* runtime.c reference count */
 };
 
 /* Where to look for config and how to override it (already filtered
@@ -243,14 +248,15 @@ const char *rlb_config_app_name(void);
 int rlb_config_load(const struct rlb_config_source *src,
 		    struct rlb_config **out, struct rlb_diag *diag);
 /*
- * As rlb_config_load(); when the config is broken (-EINVAL) and broken is
- * not NULL, *broken receives a config holding only the stamps of the
- * files read (no clusters; NULL if out of memory), so that
- * rlb_config_changed() tells when one of them is edited again.
+ * As rlb_config_load(). broken, if not NULL, must be empty (zeroed, or
+ * after rlb_config_files_free()): when the config is broken (-EINVAL) it
+ * receives the stamps of the files read, so that
+ * rlb_config_files_changed() tells when one of them is edited again;
+ * otherwise it stays empty. Free it with rlb_config_files_free().
  */
 int rlb_config_load_ex(const struct rlb_config_source *src,
 		       struct rlb_config **out, struct rlb_diag *diag,
-		       struct rlb_config **broken);
+		       struct rlb_config_files *broken);
 /* Parse config text; `name` is used in messages as the file name. */
 int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag);
@@ -261,6 +267,13 @@ struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 				    const char *name);
 /* Whether any stamped file changed since the config was loaded. */
 bool rlb_config_changed(const struct rlb_config *cfg);
+/*
+ * Whether any of the files changed (was edited, replaced, created or
+ * removed) since it was stamped. Keeps errno; NULL or empty: false.
+ */
+bool rlb_config_files_changed(const struct rlb_config_files *files);
+/* Free what files holds and empty it; files itself is the caller's. */
+void rlb_config_files_free(struct rlb_config_files *files);
 
 /* ------------------------------------------------------------------ */
 /* health.c */
