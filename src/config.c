@@ -27,29 +27,32 @@ static void cluster_free(struct rlb_cluster *c)
 		rlb_health_detach(c->health);
 }
 
-void rlb_cfg_layer_free(struct rlb_cfg_layer *l)
+/* Free everything cfg owns, but not cfg itself. */
+static void config_clear(struct rlb_config *cfg)
 {
-	for (size_t i = 0; i < l->nclusters; i++) {
-		cluster_free(&l->clusters[i].c);
-		free(l->clusters[i].own.local_hostname);
-	}
-	free(l->clusters);
-	free(l->top.local_hostname);
-	free(l->state_dir);
-	memset(l, 0, sizeof(*l));
-}
-
-void rlb_config_free(struct rlb_config *cfg)
-{
-	if (!cfg)
-		return;
 	for (size_t i = 0; i < cfg->nclusters; i++)
 		cluster_free(&cfg->clusters[i]);
 	free(cfg->clusters);
 	free(cfg->local_hostname);
 	free(cfg->state_dir);
 	rlb_config_files_free(&cfg->files);
+}
+
+void rlb_config_free(struct rlb_config *cfg)
+{
+	if (!cfg)
+		return;
+	config_clear(cfg);
 	free(cfg);
+}
+
+void rlb_cfg_layer_free(struct rlb_cfg_layer *l)
+{
+	for (size_t i = 0; i < l->nclusters; i++)
+		cluster_free(&l->clusters[i].c);
+	free(l->clusters);
+	config_clear(&l->top);
+	memset(l, 0, sizeof(*l));
 }
 
 struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,

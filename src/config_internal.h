@@ -7,30 +7,24 @@
 
 #include "rlb.h"
 
-/* Settings that one scope (a file's top level, a cluster) gives itself. */
-struct rlb_cfg_given {
-	struct rlb_settings s; /* values of the keys present */
-	unsigned set;	       /* which (config_parse.c bits) */
-	char *local_hostname;  /* or NULL */
-};
+/*
+ * What one file says, before the main and the app file are merged. The
+ * `given` masks have one bit per key of config_parse.c's table: which
+ * values the file (or the cluster) writes itself.
+ */
 
-/* A cluster as parsed, with the settings written inside it. */
+/* A cluster as parsed. */
 struct rlb_cfg_cluster {
-	struct rlb_cluster c;
-	struct rlb_cfg_given own;
-	int name_line; /* line of its name, for duplicate messages */
+	struct rlb_cluster c; /* c.s holds only the settings it gives */
+	uint64_t given;	      /* which ones */
+	int name_line;	      /* line of its name, for duplicate messages */
 };
 
-/* What one file says, before the main and the app file are merged. */
 struct rlb_cfg_layer {
-	struct rlb_cfg_given top;
-	char *state_dir;
-	bool has_log_level;
-	enum rlb_log_level log_level;
-	bool has_log_target;
-	enum rlb_log_target log_target;
-	bool parsed; /* syntax was fine and the keys were read */
-	bool has_clusters;
+	struct rlb_config top; /* top-level values; no clusters, no files */
+	uint64_t given;	       /* which ones the file writes */
+	bool parsed;	       /* syntax was fine and the keys were read */
+	bool has_clusters;     /* a "clusters" key, even a broken one */
 	struct rlb_cfg_cluster *clusters;
 	size_t nclusters;
 };
@@ -38,7 +32,7 @@ struct rlb_cfg_layer {
 /* Error collection of one load. */
 struct rlb_cfg_parser {
 	const char *file;      /* name for messages of the file being read */
-	const char *text;      /* its text, or NULL */
+	const char *text;      /* its text while it is parsed, or NULL */
 	const char *dir;       /* its directory, for @include'd names */
 	struct rlb_diag *diag; /* may be NULL: count errors only */
 	unsigned errors;
@@ -69,8 +63,16 @@ void rlb_cfg_bad_env_policy(struct rlb_cfg_parser *p, const char *var,
 			    const char *value);
 /* strdup() that marks p out of memory when it fails. */
 char *rlb_cfg_strdup(struct rlb_cfg_parser *p, const char *s);
-/* Overlay the settings that g gives onto dst. */
-void rlb_cfg_given_apply(struct rlb_settings *dst,
-			 const struct rlb_cfg_given *g);
+
+/* Built-in value of every top-level key into cfg (zeroed before). */
+void rlb_cfg_defaults(struct rlb_config *cfg);
+/*
+ * Move the top-level values that l gives into cfg, replacing (and
+ * freeing) what cfg held; l keeps the rest.
+ */
+void rlb_cfg_overlay(struct rlb_config *cfg, struct rlb_cfg_layer *l);
+/* pc->c.s: the top level's settings, then the ones pc gives itself. */
+void rlb_cfg_inherit(struct rlb_cfg_cluster *pc,
+		     const struct rlb_settings *defaults);
 
 #endif /* RLB_CONFIG_INTERNAL_H */

@@ -17,16 +17,6 @@
 #define RLB_SYSTEM_CONFIG    SYSCONFDIR "/replicalb/replicalb.conf"
 #define RLB_MAX_CONFIG_BYTES (16 << 20) /* a bigger file is a mistake */
 
-static const struct rlb_settings builtin_settings = {
-	.load_balancing = RLB_POLICY_RANDOM,
-	.first_offset = 0,
-	.half_life = 60,
-	.error_cap = 1000,
-	.max_ignored_errors = 0,
-	.dns_cache_ttl = 15,
-	.connect_timeout_ms = 1000,
-};
-
 /* The whole of f as a string, or NULL (errno set). */
 static char *read_text(FILE *f)
 {
@@ -123,38 +113,25 @@ static bool app_name_ok(const char *app)
 	       strcmp(app, "..") != 0;
 }
 
-/* Merge the main file, the app file and the built-in defaults into cfg:
- * clusters move out of the layers into cfg. */
+/* Move cluster pc, with the settings it inherits, to the end of cfg's. */
+static void take_cluster(struct rlb_config *cfg, struct rlb_cfg_cluster *pc)
+{
+	rlb_cfg_inherit(pc, &cfg->defaults);
+	cfg->clusters[cfg->nclusters++] = pc->c;
+	memset(&pc->c, 0, sizeof(pc->c));
+}
+
+/* Merge the built-in values, the main file m and the app file a into
+ * cfg: clusters move out of the layers into cfg. */
 static void merge(struct rlb_cfg_parser *p, struct rlb_cfg_layer *m,
 		  struct rlb_cfg_layer *a, struct rlb_config *cfg)
 {
 	size_t cap = m->nclusters + a->nclusters;
 	bool *taken = NULL;
 
-	cfg->defaults = builtin_settings;
-	rlb_cfg_given_apply(&cfg->defaults, &m->top);
-	rlb_cfg_given_apply(&cfg->defaults, &a->top);
-	cfg->local_hostname = a->top.local_hostname ? a->top.local_hostname
-						    : m->top.local_hostname;
-	if (cfg->local_hostname == a->top.local_hostname)
-		a->top.local_hostname = NULL;
-	else
-		m->top.local_hostname = NULL;
-	cfg->state_dir = a->state_dir ? a->state_dir : m->state_dir;
-	if (cfg->state_dir == a->state_dir)
-		a->state_dir = NULL;
-	else
-		m->state_dir = NULL;
-	cfg->log_level = RLB_LOG_WARNING;
-	if (m->has_log_level)
-		cfg->log_level = m->log_level;
-	if (a->has_log_level)
-		cfg->log_level = a->log_level;
-	cfg->log_target = RLB_LOG_STDERR;
-	if (m->has_log_target)
-		cfg->log_target = m->log_target;
-	if (a->has_log_target)
-		cfg->log_target = a->log_target;
+	rlb_cfg_defaults(cfg);
+	rlb_cfg_overlay(cfg, m);
+	rlb_cfg_overlay(cfg, a);
 	if (cap == 0)
 		return;
 	cfg->clusters = calloc(cap, sizeof(*cfg->clusters));
@@ -175,20 +152,11 @@ static void merge(struct rlb_cfg_parser *p, struct rlb_cfg_layer *m,
 				break;
 			}
 		}
-		pc->c.s = cfg->defaults;
-		rlb_cfg_given_apply(&pc->c.s, &pc->own);
-		cfg->clusters[cfg->nclusters++] = pc->c;
-		memset(&pc->c, 0, sizeof(pc->c));
+		take_cluster(cfg, pc);
 	}
 	for (size_t j = 0; j < a->nclusters; j++) {
-		struct rlb_cfg_cluster *pc = &a->clusters[j];
-
-		if (taken[j])
-			continue;
-		pc->c.s = cfg->defaults;
-		rlb_cfg_given_apply(&pc->c.s, &pc->own);
-		cfg->clusters[cfg->nclusters++] = pc->c;
-		memset(&pc->c, 0, sizeof(pc->c));
+		if (!taken[j])
+			take_cluster(cfg, &a->clusters[j]);
 	}
 out_free:
 	free(taken);
@@ -368,12 +336,11 @@ int rlb_config_parse_string(const char *text, const char *name,
 	struct rlb_cfg_parser p = {
 		.diag = diag,
 		.file = name ? name : "(string)",
-		.text = text ? text : "",
 	};
 	struct rlb_config_files none = {0};
 	struct rlb_cfg_layer m = {0}, a = {0};
 
-	rlb_cfg_parse_text(&p, p.text, NULL, &m);
+	rlb_cfg_parse_text(&p, text ? text : "", NULL, &m);
 	if (m.parsed && !m.has_clusters)
 		rlb_cfg_report_at(&p, p.file, 1, "missing \"clusters\" list");
 	return finish(&p, &m, &a, NULL, &none, out, NULL);

@@ -1,5 +1,5 @@
-/* config_parse.c - libconfig text into the config model, with "file:line:
- * message" diagnostics and "did you mean" hints. */
+/* config_parse.c - libconfig text into the config model, key by key from one
+ * table, with "file:line: message" diagnostics. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -13,59 +13,179 @@
 
 #include "config_internal.h"
 
-/* The integer settings that the top level and every cluster may give. */
-static const struct int_key {
-	const char *name;
-	size_t off; /* of its int64_t in struct rlb_settings */
-} int_keys[] = {
-	{"load_balancing_first_offset",
-	 offsetof(struct rlb_settings, first_offset)},
-	{"distributed_replica_error_half_life",
-	 offsetof(struct rlb_settings, half_life)},
-	{"distributed_replica_error_cap",
-	 offsetof(struct rlb_settings, error_cap)},
-	{"distributed_replica_max_ignored_errors",
-	 offsetof(struct rlb_settings, max_ignored_errors)},
-	{"dns_cache_ttl", offsetof(struct rlb_settings, dns_cache_ttl)},
-	{"connect_timeout_ms",
-	 offsetof(struct rlb_settings, connect_timeout_ms)},
+/* Where a key may be written: one bit per level of a file. */
+enum key_scope {
+	RLB_SCOPE_TOP = 1 << 0,	    /* the top level only */
+	RLB_SCOPE_CLUSTER = 1 << 1, /* inside a cluster only */
+	/* A setting: the top level's is the default of every cluster. */
+	RLB_SCOPE_BOTH = RLB_SCOPE_TOP | RLB_SCOPE_CLUSTER,
+	RLB_SCOPE_REPLICA = 1 << 2, /* inside a replica group */
 };
-#define N_INT_KEYS (sizeof(int_keys) / sizeof(*int_keys))
-#define SET_POLICY (1u << N_INT_KEYS) /* bit k < N_INT_KEYS: int_keys[k] */
 
-/* Valid keys per scope, for "did you mean" hints. */
-static const char *const top_keys[] = {
-	"load_balancing",
-	"load_balancing_first_offset",
-	"distributed_replica_error_half_life",
-	"distributed_replica_error_cap",
-	"distributed_replica_max_ignored_errors",
-	"local_hostname",
-	"dns_cache_ttl",
-	"connect_timeout_ms",
-	"state_dir",
-	"log_level",
-	"log_target",
-	"clusters",
-	NULL,
+/* How a key's value is read, and the C type it is stored as. */
+enum key_type {
+	RLB_TYPE_POLICY,     /* enum rlb_policy, by ClickHouse name */
+	RLB_TYPE_COUNT,	     /* int64_t >= 0 */
+	RLB_TYPE_BOOL,	     /* bool */
+	RLB_TYPE_PORT,	     /* int 1..65535 */
+	RLB_TYPE_HOSTNAME,   /* char *, a checked host name */
+	RLB_TYPE_PATH,	     /* char *, absolute */
+	RLB_TYPE_LOG_LEVEL,  /* enum rlb_log_level */
+	RLB_TYPE_LOG_TARGET, /* enum rlb_log_target */
+	/* Structure, read by code of its own; no offset, no default. */
+	RLB_TYPE_CLUSTERS,
+	RLB_TYPE_NAME,
+	RLB_TYPE_REPLICAS,
+	RLB_TYPE_HOST,
+	RLB_TYPE_ADDRESS,
+	RLB_NTYPES,
 };
-static const char *const cluster_keys[] = {
-	"name",
-	"replicas",
-	"port",
-	"load_balancing",
-	"load_balancing_first_offset",
-	"distributed_replica_error_half_life",
-	"distributed_replica_error_cap",
-	"distributed_replica_max_ignored_errors",
-	"dns_cache_ttl",
-	"connect_timeout_ms",
-	"local_hostname",
-	NULL,
+
+/* One key that a config may write. */
+struct key {
+	const char *name;
+	enum key_scope scope;
+	enum key_type type;
+	size_t off;  /* of the value in struct rlb_settings (BOTH),
+		      * rlb_config (TOP), rlb_cluster (CLUSTER) or
+		      * rlb_replica (REPLICA) */
+	int64_t def; /* built-in value (strings: NULL) */
 };
-static const char *const replica_keys[] = {
-	"host", "port", "priority", "address", NULL,
+
+#define SETTING(f) offsetof(struct rlb_settings, f)
+#define CONFIG(f)  offsetof(struct rlb_config, f)
+#define CLUSTER(f) offsetof(struct rlb_cluster, f)
+#define REPLICA(f) offsetof(struct rlb_replica, f)
+
+/*
+ * Every key, for reading values, "did you mean" hints and scope errors.
+ * A hint is the first of the closest keys valid where the wrong one
+ * stands, so the order matters a little. A cluster's local_hostname is
+ * not a copy of the top level's: NULL there means the top level's.
+ */
+static const struct key keys[] = {
+	{"name", RLB_SCOPE_CLUSTER, RLB_TYPE_NAME, 0, 0},
+	{"replicas", RLB_SCOPE_CLUSTER, RLB_TYPE_REPLICAS, 0, 0},
+	{"port", RLB_SCOPE_CLUSTER, RLB_TYPE_PORT, CLUSTER(port), 0},
+	{"load_balancing", RLB_SCOPE_BOTH, RLB_TYPE_POLICY,
+	 SETTING(load_balancing), RLB_POLICY_RANDOM},
+	{"load_balancing_first_offset", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(first_offset), 0},
+	{"distributed_replica_error_half_life", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(half_life), 60},
+	{"distributed_replica_error_cap", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(error_cap), 1000},
+	{"distributed_replica_max_ignored_errors", RLB_SCOPE_BOTH,
+	 RLB_TYPE_COUNT, SETTING(max_ignored_errors), 0},
+	{"local_hostname", RLB_SCOPE_TOP, RLB_TYPE_HOSTNAME,
+	 CONFIG(local_hostname), 0},
+	{"dns_cache_ttl", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(dns_cache_ttl), 15},
+	{"connect_timeout_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(connect_timeout_ms), 1000},
+	{"local_hostname", RLB_SCOPE_CLUSTER, RLB_TYPE_HOSTNAME,
+	 CLUSTER(local_hostname), 0},
+	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0},
+	{"log_level", RLB_SCOPE_TOP, RLB_TYPE_LOG_LEVEL, CONFIG(log_level),
+	 RLB_LOG_WARNING},
+	{"log_target", RLB_SCOPE_TOP, RLB_TYPE_LOG_TARGET, CONFIG(log_target),
+	 RLB_LOG_STDERR},
+	{"clusters", RLB_SCOPE_TOP, RLB_TYPE_CLUSTERS, 0, 0},
+	{"host", RLB_SCOPE_REPLICA, RLB_TYPE_HOST, 0, 0},
+	{"port", RLB_SCOPE_REPLICA, RLB_TYPE_PORT, REPLICA(port), 0},
+	{"priority", RLB_SCOPE_REPLICA, RLB_TYPE_COUNT, REPLICA(priority), 1},
+	{"address", RLB_SCOPE_REPLICA, RLB_TYPE_ADDRESS, 0, 0},
 };
+
+#define N_KEYS (sizeof(keys) / sizeof(*keys))
+_Static_assert(N_KEYS <= 64, "a given mask has a bit per key");
+
+/* The bit of key k in `given` masks. */
+static uint64_t key_bit(const struct key *k)
+{
+	return (uint64_t)1 << (k - keys);
+}
+
+/* The key called name that may stand at level `here`, or NULL. */
+static const struct key *key_find(const char *name, enum key_scope here)
+{
+	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
+		if ((k->scope & here) && strcmp(k->name, name) == 0)
+			return k;
+	}
+	return NULL;
+}
+
+/* Where the value of key k lives in base, a struct of level `here`. */
+static void *value_at(void *base, enum key_scope here, const struct key *k)
+{
+	if (k->scope == RLB_SCOPE_BOTH && here == RLB_SCOPE_TOP)
+		base = &((struct rlb_config *)base)->defaults;
+	else if (k->scope == RLB_SCOPE_BOTH)
+		base = &((struct rlb_cluster *)base)->s;
+	return (char *)base + k->off;
+}
+
+static bool is_string(enum key_type t)
+{
+	return t == RLB_TYPE_HOSTNAME || t == RLB_TYPE_PATH;
+}
+
+/* Bytes of a value of each type; 0 for structure. */
+static const size_t value_size[RLB_NTYPES] = {
+	[RLB_TYPE_POLICY] = sizeof(enum rlb_policy),
+	[RLB_TYPE_COUNT] = sizeof(int64_t),
+	[RLB_TYPE_BOOL] = sizeof(bool),
+	[RLB_TYPE_PORT] = sizeof(int),
+	[RLB_TYPE_HOSTNAME] = sizeof(char *),
+	[RLB_TYPE_PATH] = sizeof(char *),
+	[RLB_TYPE_LOG_LEVEL] = sizeof(enum rlb_log_level),
+	[RLB_TYPE_LOG_TARGET] = sizeof(enum rlb_log_target),
+};
+
+/* Store v as a value of type t (a number, enum or bool) at dst. */
+static void store(enum key_type t, void *dst, int64_t v)
+{
+	switch (t) {
+	case RLB_TYPE_POLICY:
+		*(enum rlb_policy *)dst = (enum rlb_policy)v;
+		break;
+	case RLB_TYPE_COUNT:
+		*(int64_t *)dst = v;
+		break;
+	case RLB_TYPE_BOOL:
+		*(bool *)dst = v != 0;
+		break;
+	case RLB_TYPE_PORT:
+		*(int *)dst = (int)v;
+		break;
+	case RLB_TYPE_LOG_LEVEL:
+		*(enum rlb_log_level *)dst = (enum rlb_log_level)v;
+		break;
+	case RLB_TYPE_LOG_TARGET:
+		*(enum rlb_log_target *)dst = (enum rlb_log_target)v;
+		break;
+	default:
+		break; /* strings start NULL; structure has no value */
+	}
+}
+
+/*
+ * The built-in value of every key of level `here` into base, except in
+ * a cluster the settings, which come from the top level.
+ */
+static void set_defaults(void *base, enum key_scope here)
+{
+	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
+		if (!(k->scope & here) ||
+		    (k->scope == RLB_SCOPE_BOTH && here != RLB_SCOPE_TOP))
+			continue;
+		store(k->type, value_at(base, here, k), k->def);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Messages */
 
 /*
  * libconfig names an @include'd file (inc, the source file of a setting
@@ -206,53 +326,59 @@ char *rlb_cfg_strdup(struct rlb_cfg_parser *p, const char *s)
 	return xstrndup(p, s, strlen(s));
 }
 
-static bool ascii_equal(const char *a, const char *b)
-{
-	for (;; a++, b++) {
-		unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
-
-		if (x >= 'A' && x <= 'Z')
-			x += 'a' - 'A';
-		if (y >= 'A' && y <= 'Z')
-			y += 'a' - 'A';
-		if (x != y)
-			return false;
-		if (!x)
-			return true;
-	}
-}
-
 /*
- * The closest valid key to a wrong one, or NULL if none is close: one
- * that starts with it ("prio"), else the nearest within an edit distance
- * of 2 or a third of its length.
+ * The closest valid key of level `here` to a wrong one, or NULL if none
+ * is close: one that starts with it ("prio"), else the nearest within an
+ * edit distance of 2 or a third of its length.
  */
-static const char *suggest_key(const char *name, const char *const *keys)
+static const char *suggest_key(const char *name, enum key_scope here)
 {
 	size_t best_d = SIZE_MAX, len = strlen(name);
 	const char *best = NULL;
 
-	for (const char *const *k = keys; len >= 3 && *k; k++) {
-		if (strncmp(*k, name, len) == 0)
-			return *k;
+	for (const struct key *k = keys; len >= 3 && k < keys + N_KEYS; k++) {
+		if ((k->scope & here) && strncmp(k->name, name, len) == 0)
+			return k->name;
 	}
-	for (; *keys; keys++) {
-		size_t d = rlb_levenshtein(name, *keys);
+	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
+		size_t d;
 
+		if (!(k->scope & here))
+			continue;
+		d = rlb_levenshtein(name, k->name);
 		if (d < best_d && (d <= 2 || d * 3 <= len)) {
 			best_d = d;
-			best = *keys;
+			best = k->name;
 		}
 	}
 	return best;
 }
 
-static void unknown_key(struct rlb_cfg_parser *p, const config_setting_t *s,
-			const char *what, const char *const *keys)
+/* Setting s is no key of level `here`: misplaced, or unknown. */
+static void bad_key(struct rlb_cfg_parser *p, const config_setting_t *s,
+		    enum key_scope here)
 {
 	const char *name = config_setting_name(s);
-	const char *hint = suggest_key(name, keys);
+	const struct key *top = key_find(name, RLB_SCOPE_TOP);
+	const char *what, *hint;
 
+	if (here == RLB_SCOPE_TOP && key_find(name, RLB_SCOPE_CLUSTER)) {
+		report(p, s, "%s is only valid inside a cluster", name);
+		return;
+	}
+	/* A nested clusters list has always been an unknown key. */
+	if (here == RLB_SCOPE_CLUSTER && top &&
+	    top->type != RLB_TYPE_CLUSTERS) {
+		report(p, s, "%s is only valid at the top level", name);
+		return;
+	}
+	if (here == RLB_SCOPE_TOP)
+		what = "setting";
+	else if (here == RLB_SCOPE_CLUSTER)
+		what = "cluster setting";
+	else
+		what = "replica setting";
+	hint = suggest_key(name, here);
 	if (hint)
 		report(p, s, "unknown %s \"%s\"; did you mean \"%s\"?", what,
 		       name, hint);
@@ -294,6 +420,15 @@ static void bad_policy(struct rlb_cfg_parser *p, const config_setting_t *s,
 				  hint);
 }
 
+void rlb_cfg_bad_env_policy(struct rlb_cfg_parser *p, const char *var,
+			    const char *value)
+{
+	bad_policy(p, NULL, var, value);
+}
+
+/* ------------------------------------------------------------------ */
+/* Values */
+
 static const char *get_string(struct rlb_cfg_parser *p,
 			      const config_setting_t *s)
 {
@@ -333,24 +468,15 @@ static bool get_count(struct rlb_cfg_parser *p, const config_setting_t *s,
 	return true;
 }
 
-static bool port_ok(struct rlb_cfg_parser *p, const config_setting_t *s,
-		    int64_t v)
-{
-	if (v >= 1 && v <= 65535)
-		return true;
-	report(p, s, "port %lld out of range 1..65535", (long long)v);
-	return false;
-}
-
 static bool get_port(struct rlb_cfg_parser *p, const config_setting_t *s,
-		     int *out)
+		     int64_t *out)
 {
-	int64_t v;
-
-	if (!get_int(p, s, &v) || !port_ok(p, s, v))
+	if (!get_int(p, s, out))
 		return false;
-	*out = (int)v;
-	return true;
+	if (*out >= 1 && *out <= 65535)
+		return true;
+	report(p, s, "port %lld out of range 1..65535", (long long)*out);
+	return false;
 }
 
 /* A host string or name: bounded, no blanks or control characters. */
@@ -377,62 +503,162 @@ static bool check_name(struct rlb_cfg_parser *p, const config_setting_t *s,
 	return true;
 }
 
-/* Parse s into g if it is a setting shared by the top level and clusters;
- * false when it is some other key. */
-static bool parse_common(struct rlb_cfg_parser *p, const config_setting_t *s,
-			 struct rlb_cfg_given *g)
+/* The string value of key k, checked; NULL after reporting why not. */
+static const char *get_checked_string(struct rlb_cfg_parser *p,
+				      const config_setting_t *s,
+				      const struct key *k)
 {
-	const char *name = config_setting_name(s);
+	const char *v = get_string(p, s);
+
+	if (!v)
+		return NULL;
+	if (k->type == RLB_TYPE_HOSTNAME &&
+	    !check_name(p, s, k->name, v, strlen(v)))
+		return NULL;
+	if (k->type == RLB_TYPE_PATH && v[0] != '/') {
+		report(p, s, "%s must be an absolute path", k->name);
+		return NULL;
+	}
+	return v;
+}
+
+/* The number, enum or bool value of key k; false after reporting. */
+static bool get_value(struct rlb_cfg_parser *p, const config_setting_t *s,
+		      const struct key *k, int64_t *out)
+{
+	enum rlb_policy policy;
+	enum rlb_log_level level;
+	const char *v;
+
+	switch (k->type) {
+	case RLB_TYPE_POLICY:
+		v = get_string(p, s);
+		if (!v)
+			return false;
+		if (rlb_policy_parse(v, &policy) < 0) {
+			bad_policy(p, s, NULL, v);
+			return false;
+		}
+		*out = policy;
+		return true;
+	case RLB_TYPE_COUNT:
+		return get_count(p, s, out);
+	case RLB_TYPE_BOOL:
+		if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+			report(p, s, "%s must be true or false", k->name);
+			return false;
+		}
+		*out = config_setting_get_bool(s);
+		return true;
+	case RLB_TYPE_PORT:
+		return get_port(p, s, out);
+	case RLB_TYPE_LOG_LEVEL:
+		v = get_string(p, s);
+		if (!v)
+			return false;
+		if (rlb_log_level_parse(v, &level) < 0) {
+			report(p, s, "unknown %s \"%s\"; valid: " LOG_LEVELS,
+			       k->name, v);
+			return false;
+		}
+		*out = level;
+		return true;
+	case RLB_TYPE_LOG_TARGET:
+		v = get_string(p, s);
+		if (!v)
+			return false;
+		if (strcasecmp(v, "stderr") == 0) {
+			*out = RLB_LOG_STDERR;
+		} else if (strcasecmp(v, "syslog") == 0) {
+			*out = RLB_LOG_SYSLOG;
+		} else {
+			report(p, s, "unknown %s \"%s\"; valid: stderr, syslog",
+			       k->name, v);
+			return false;
+		}
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Structure: groups, clusters, replicas */
+
+/* One group being read: the top level, a cluster or a replica. */
+struct group {
+	enum key_scope here;	     /* its level */
+	void *base;		     /* rlb_config, rlb_cluster, rlb_replica */
+	uint64_t given;		     /* key_bit() of each value stored */
+	struct rlb_cfg_layer *layer; /* the file's, for its clusters */
+	/* Found, for the caller to read after the other keys. */
+	const config_setting_t *name, *replicas, *host;
+};
+
+static void parse_clusters(struct rlb_cfg_parser *p, const config_setting_t *s,
+			   struct rlb_cfg_layer *l);
+static void parse_address(struct rlb_cfg_parser *p, const config_setting_t *s,
+			  struct rlb_replica *r);
+static void set_cluster_name(struct rlb_cfg_parser *p,
+			     const config_setting_t *s, struct rlb_cluster *c);
+
+/* Read setting s, written as key k, into g. */
+static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
+		      const struct key *k, struct group *g)
+{
+	void *dst = value_at(g->base, g->here, k);
 	const char *v;
 	int64_t n;
 
-	if (strcmp(name, "load_balancing") == 0) {
-		v = get_string(p, s);
+	switch (k->type) {
+	case RLB_TYPE_CLUSTERS:
+		parse_clusters(p, s, g->layer);
+		return;
+	case RLB_TYPE_NAME:
+		g->name = s;
+		set_cluster_name(p, s, g->base);
+		return;
+	case RLB_TYPE_REPLICAS:
+		g->replicas = s;
+		return;
+	case RLB_TYPE_HOST:
+		g->host = s;
+		return;
+	case RLB_TYPE_ADDRESS:
+		parse_address(p, s, g->base);
+		return;
+	case RLB_TYPE_HOSTNAME:
+	case RLB_TYPE_PATH:
+		v = get_checked_string(p, s, k);
 		if (!v)
-			return true;
-		if (rlb_policy_parse(v, &g->s.load_balancing) == 0)
-			g->set |= SET_POLICY;
+			return;
+		free(*(char **)dst);
+		*(char **)dst = rlb_cfg_strdup(p, v);
+		break;
+	default:
+		if (!get_value(p, s, k, &n))
+			return;
+		store(k->type, dst, n);
+		break;
+	}
+	g->given |= key_bit(k);
+}
+
+/* Read every key of group grp, in order, into g. */
+static void parse_group(struct rlb_cfg_parser *p, const config_setting_t *grp,
+			struct group *g)
+{
+	int n = config_setting_length(grp);
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(grp, i);
+		const struct key *k = key_find(config_setting_name(s), g->here);
+
+		if (k)
+			parse_key(p, s, k, g);
 		else
-			bad_policy(p, s, NULL, v);
-		return true;
+			bad_key(p, s, g->here);
 	}
-	if (strcmp(name, "local_hostname") == 0) {
-		v = get_string(p, s);
-		if (v && check_name(p, s, "local_hostname", v, strlen(v))) {
-			free(g->local_hostname);
-			g->local_hostname = rlb_cfg_strdup(p, v);
-		}
-		return true;
-	}
-	for (size_t k = 0; k < N_INT_KEYS; k++) {
-		if (strcmp(name, int_keys[k].name) != 0)
-			continue;
-		if (get_count(p, s, &n)) {
-			*(int64_t *)((char *)&g->s + int_keys[k].off) = n;
-			g->set |= 1u << k;
-		}
-		return true;
-	}
-	return false;
-}
-
-void rlb_cfg_given_apply(struct rlb_settings *dst,
-			 const struct rlb_cfg_given *g)
-{
-	if (g->set & SET_POLICY)
-		dst->load_balancing = g->s.load_balancing;
-	for (size_t k = 0; k < N_INT_KEYS; k++) {
-		if (g->set & (1u << k))
-			*(int64_t *)((char *)dst + int_keys[k].off) =
-				*(const int64_t *)((const char *)&g->s +
-						   int_keys[k].off);
-	}
-}
-
-void rlb_cfg_bad_env_policy(struct rlb_cfg_parser *p, const char *var,
-			    const char *value)
-{
-	bad_policy(p, NULL, var, value);
 }
 
 static int parse_port_text(const char *t, int64_t *out)
@@ -579,44 +805,29 @@ static void parse_address(struct rlb_cfg_parser *p, const config_setting_t *s,
 
 /* { host = "..."; port = N; priority = N; address = ...; } */
 static void parse_replica_group(struct rlb_cfg_parser *p,
-				const config_setting_t *g,
+				const config_setting_t *grp,
 				struct rlb_replica *r)
 {
-	const config_setting_t *host = NULL;
-	int n = config_setting_length(g);
+	struct group g = {.here = RLB_SCOPE_REPLICA, .base = r};
 	const char *v, *colon;
 
-	for (int i = 0; i < n; i++) {
-		const config_setting_t *s = config_setting_get_elem(g, i);
-		const char *name = config_setting_name(s);
-
-		if (strcmp(name, "host") == 0)
-			host = s;
-		else if (strcmp(name, "port") == 0)
-			get_port(p, s, &r->port);
-		else if (strcmp(name, "priority") == 0)
-			get_count(p, s, &r->priority);
-		else if (strcmp(name, "address") == 0)
-			parse_address(p, s, r);
-		else
-			unknown_key(p, s, "replica setting", replica_keys);
-	}
-	if (!host) {
-		report(p, g, "replica has no host");
+	parse_group(p, grp, &g);
+	if (!g.host) {
+		report(p, grp, "replica has no host");
 		return;
 	}
-	v = get_string(p, host);
+	v = get_string(p, g.host);
 	if (!v)
 		return;
 	colon = strchr(v, ':');
 	if (colon && !strchr(colon + 1, ':')) {
-		report(p, host,
+		report(p, g.host,
 		       "host \"%s\" must not include a port; use "
 		       "port = N",
 		       v);
 		return;
 	}
-	if (check_name(p, host, "host", v, strlen(v)))
+	if (check_name(p, g.host, "host", v, strlen(v)))
 		r->host = rlb_cfg_strdup(p, v);
 }
 
@@ -648,7 +859,7 @@ static void parse_replicas(struct rlb_cfg_parser *p, const config_setting_t *s,
 		struct rlb_replica *r = &c->replicas[i];
 
 		r->line = setting_line(p, e);
-		r->priority = 1;
+		set_defaults(r, RLB_SCOPE_REPLICA);
 		if (config_setting_type(e) == CONFIG_TYPE_STRING)
 			parse_replica_string(p, e, r);
 		else if (config_setting_type(e) == CONFIG_TYPE_GROUP)
@@ -657,6 +868,22 @@ static void parse_replicas(struct rlb_cfg_parser *p, const config_setting_t *s,
 			report(p, e,
 			       "replica must be a string or a group "
 			       "{ host = ...; }");
+	}
+}
+
+static bool ascii_equal(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+
+		if (x >= 'A' && x <= 'Z')
+			x += 'a' - 'A';
+		if (y >= 'A' && y <= 'Z')
+			y += 'a' - 'A';
+		if (x != y)
+			return false;
+		if (!x)
+			return true;
 	}
 }
 
@@ -712,10 +939,11 @@ static void finish_replicas(struct rlb_cfg_parser *p, struct rlb_cluster *c)
 			    !ascii_equal(q->host, r->host))
 				continue;
 			replica_label(r, label, sizeof(label));
-			rlb_cfg_report_at(
-				p, c->file ? c->file : p->file, r->line,
-				"duplicate replica \"%s\" (first at line %d)",
-				label, q->line);
+			rlb_cfg_report_at(p, c->file ? c->file : p->file,
+					  r->line,
+					  "duplicate replica \"%s\" (first at "
+					  "line %d)",
+					  label, q->line);
 			break;
 		}
 	}
@@ -744,53 +972,34 @@ static void set_cluster_name(struct rlb_cfg_parser *p,
 	c->name_hash = rlb_hash64(c->name, len, 0);
 }
 
-static void parse_cluster(struct rlb_cfg_parser *p, const config_setting_t *g,
+static void parse_cluster(struct rlb_cfg_parser *p, const config_setting_t *grp,
 			  struct rlb_cfg_cluster *pc)
 {
-	const config_setting_t *name = NULL, *replicas = NULL;
-	const char *dir = setting_dir(p, g), *file = setting_file(p, g);
+	const char *dir = setting_dir(p, grp), *file = setting_file(p, grp);
 	struct rlb_cluster *c = &pc->c;
-	int n = config_setting_length(g);
+	struct group g = {.here = RLB_SCOPE_CLUSTER, .base = c};
 
-	c->line = (int)config_setting_source_line(g);
+	c->line = (int)config_setting_source_line(grp);
 	if (asprintf(&c->file, "%s%s%s", dir, *dir ? "/" : "", file) < 0) {
 		c->file = NULL;
 		p->nomem = true;
 	}
-	for (int i = 0; i < n; i++) {
-		const config_setting_t *s = config_setting_get_elem(g, i);
-		const char *key = config_setting_name(s);
-
-		if (parse_common(p, s, &pc->own))
-			continue;
-		if (strcmp(key, "name") == 0) {
-			name = s;
-			pc->name_line = (int)config_setting_source_line(s);
-			set_cluster_name(p, s, c);
-		} else if (strcmp(key, "replicas") == 0) {
-			replicas = s;
-		} else if (strcmp(key, "port") == 0) {
-			get_port(p, s, &c->port);
-		} else if (strcmp(key, "state_dir") == 0 ||
-			   strcmp(key, "log_level") == 0 ||
-			   strcmp(key, "log_target") == 0) {
-			report(p, s, "%s is only valid at the top level", key);
-		} else {
-			unknown_key(p, s, "cluster setting", cluster_keys);
-		}
-	}
-	if (!name)
-		report(p, g, "cluster has no name");
-	if (!replicas) {
+	set_defaults(c, RLB_SCOPE_CLUSTER);
+	parse_group(p, grp, &g);
+	pc->given = g.given;
+	if (g.name)
+		pc->name_line = (int)config_setting_source_line(g.name);
+	else
+		report(p, grp, "cluster has no name");
+	if (!g.replicas) {
 		if (c->name)
-			report(p, g, "cluster \"%s\" has no replicas", c->name);
+			report(p, grp, "cluster \"%s\" has no replicas",
+			       c->name);
 		else
-			report(p, g, "cluster has no replicas");
+			report(p, grp, "cluster has no replicas");
 	} else {
-		parse_replicas(p, replicas, c);
+		parse_replicas(p, g.replicas, c);
 	}
-	c->local_hostname = pc->own.local_hostname;
-	pc->own.local_hostname = NULL;
 	finish_replicas(p, c);
 }
 
@@ -843,98 +1052,70 @@ static void parse_clusters(struct rlb_cfg_parser *p, const config_setting_t *s,
 	}
 }
 
-static void parse_top(struct rlb_cfg_parser *p, const config_setting_t *root,
-		      struct rlb_cfg_layer *l)
-{
-	int n = config_setting_length(root);
-
-	l->parsed = true;
-	for (int i = 0; i < n; i++) {
-		const config_setting_t *s = config_setting_get_elem(root, i);
-		const char *key = config_setting_name(s);
-		const char *v;
-
-		if (parse_common(p, s, &l->top))
-			continue;
-		if (strcmp(key, "clusters") == 0) {
-			parse_clusters(p, s, l);
-		} else if (strcmp(key, "state_dir") == 0) {
-			v = get_string(p, s);
-			if (!v)
-				continue;
-			if (v[0] != '/') {
-				report(p, s,
-				       "state_dir must be an absolute "
-				       "path");
-				continue;
-			}
-			free(l->state_dir);
-			l->state_dir = rlb_cfg_strdup(p, v);
-		} else if (strcmp(key, "log_level") == 0) {
-			v = get_string(p, s);
-			if (v && rlb_log_level_parse(v, &l->log_level) == 0)
-				l->has_log_level = true;
-			else if (v)
-				report(p, s,
-				       "unknown log_level \"%s\"; "
-				       "valid: " LOG_LEVELS,
-				       v);
-		} else if (strcmp(key, "log_target") == 0) {
-			v = get_string(p, s);
-			if (!v)
-				continue;
-			l->has_log_target = true;
-			if (strcasecmp(v, "stderr") == 0)
-				l->log_target = RLB_LOG_STDERR;
-			else if (strcasecmp(v, "syslog") == 0)
-				l->log_target = RLB_LOG_SYSLOG;
-			else
-				report(p, s,
-				       "unknown log_target \"%s\"; "
-				       "valid: stderr, syslog",
-				       v);
-		} else if (strcmp(key, "name") == 0 ||
-			   strcmp(key, "replicas") == 0 ||
-			   strcmp(key, "port") == 0) {
-			report(p, s, "%s is only valid inside a cluster", key);
-		} else {
-			unknown_key(p, s, "setting", top_keys);
-		}
-	}
-}
-
-/* Parse libconfig text already read into lc (or its error) into l. */
-static void parse_read(struct rlb_cfg_parser *p, config_t *lc, bool ok,
-		       struct rlb_cfg_layer *l)
-{
-	if (!ok) {
-		const char *f = config_error_file(lc);
-
-		if (config_error_type(lc) == CONFIG_ERR_FILE_IO && !f)
-			rlb_cfg_report_at(p, p->file, 0, "cannot read");
-		else
-			report_in(p, include_dir(p, f), f ? f : p->file,
-				  config_error_line(lc), "%s",
-				  config_error_text(lc));
-		return;
-	}
-	parse_top(p, config_root_setting(lc), l);
-}
-
 void rlb_cfg_parse_text(struct rlb_cfg_parser *p, const char *text,
 			const char *dir, struct rlb_cfg_layer *l)
 {
+	struct group g = {.here = RLB_SCOPE_TOP, .base = &l->top, .layer = l};
 	config_t lc;
-	bool ok;
 
 	config_init(&lc);
 	if (dir)
 		config_set_include_dir(&lc, dir);
 	p->text = text;
 	p->dir = dir;
-	ok = config_read_string(&lc, text) == CONFIG_TRUE;
-	parse_read(p, &lc, ok, l);
+	if (config_read_string(&lc, text) == CONFIG_TRUE) {
+		l->parsed = true;
+		parse_group(p, config_root_setting(&lc), &g);
+		l->given = g.given;
+	} else {
+		const char *f = config_error_file(&lc);
+
+		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO && !f)
+			rlb_cfg_report_at(p, p->file, 0, "cannot read");
+		else
+			report_in(p, include_dir(p, f), f ? f : p->file,
+				  config_error_line(&lc), "%s",
+				  config_error_text(&lc));
+	}
 	p->text = NULL;
 	p->dir = NULL;
 	config_destroy(&lc);
+}
+
+/* ------------------------------------------------------------------ */
+/* Values by key, for config_load.c's merge */
+
+void rlb_cfg_defaults(struct rlb_config *cfg)
+{
+	set_defaults(cfg, RLB_SCOPE_TOP);
+}
+
+void rlb_cfg_overlay(struct rlb_config *cfg, struct rlb_cfg_layer *l)
+{
+	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
+		void *dst = value_at(cfg, RLB_SCOPE_TOP, k);
+		void *src = value_at(&l->top, RLB_SCOPE_TOP, k);
+
+		if (!(l->given & key_bit(k)))
+			continue;
+		if (is_string(k->type))
+			free(*(char **)dst);
+		memcpy(dst, src, value_size[k->type]);
+		if (is_string(k->type))
+			*(char **)src = NULL;
+	}
+}
+
+void rlb_cfg_inherit(struct rlb_cfg_cluster *pc,
+		     const struct rlb_settings *defaults)
+{
+	struct rlb_settings own = pc->c.s;
+
+	pc->c.s = *defaults;
+	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
+		if (k->scope == RLB_SCOPE_BOTH && (pc->given & key_bit(k)))
+			memcpy((char *)&pc->c.s + k->off,
+			       (const char *)&own + k->off,
+			       value_size[k->type]);
+	}
 }
