@@ -85,6 +85,8 @@ static const struct key keys[] = {
 	 SETTING(connect_timeout_ms), 1000},
 	{"local_hostname", RLB_SCOPE_CLUSTER, RLB_TYPE_HOSTNAME,
 	 CLUSTER(local_hostname), 0},
+	{"connect_failover", RLB_SCOPE_BOTH, RLB_TYPE_BOOL,
+	 SETTING(connect_failover), false},
 	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0},
 	{"log_level", RLB_SCOPE_TOP, RLB_TYPE_LOG_LEVEL, CONFIG(log_level),
 	 RLB_LOG_WARNING},

@@ -149,6 +149,7 @@ struct rlb_settings {
 	int64_t max_ignored_errors; /* distributed_replica_max_ignored_errors */
 	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
+	bool connect_failover; /* move a failed connect on; unused yet */
 };
 
 /* An IP address literal, parsed once at config load. */

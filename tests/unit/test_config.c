@@ -183,6 +183,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg->defaults.max_ignored_errors, 0);
 	assert_int_equal(cfg->defaults.dns_cache_ttl, 15);
 	assert_int_equal(cfg->defaults.connect_timeout_ms, 1000);
+	assert_false(cfg->defaults.connect_failover);
 	assert_null(cfg->local_hostname);
 	assert_null(cfg->state_dir);
 	assert_int_equal(cfg->log_level, RLB_LOG_WARNING);
@@ -507,6 +508,60 @@ static void test_config_scope_errors(void **state)
 		      "t.conf:6: log_level is only valid at the top level",
 		      "t.conf:7: log_target is only valid at the top level",
 		      NULL);
+}
+
+/* A bool: top-level default, inherited by clusters, overridden per cluster
+ * and by the app file. */
+static void test_config_connect_failover(void **state)
+{
+	struct rlb_config_source src = {.app = "cf"};
+	struct rlb_config *cfg;
+	struct rlb_diag d = {0};
+	struct tmp t;
+
+	cfg = parse_ok("connect_failover = true;\n"
+		       "clusters = (\n"
+		       "  { name = \"a\"; replicas = ( \"a1\" ); },\n"
+		       "  { name = \"b\"; connect_failover = false;\n"
+		       "    replicas = ( \"b1\" ); }\n"
+		       ");\n");
+	assert_true(cfg->defaults.connect_failover);
+	assert_true(rlb_config_find(cfg, "a")->s.connect_failover);
+	assert_false(rlb_config_find(cfg, "b")->s.connect_failover);
+	rlb_config_free(cfg);
+
+	cfg = parse_ok("clusters = (\n"
+		       "  { name = \"a\"; replicas = ( \"a1\" ); },\n"
+		       "  { name = \"b\"; connect_failover = true;\n"
+		       "    replicas = ( \"b1\" ); }\n"
+		       ");\n");
+	assert_false(cfg->defaults.connect_failover);
+	assert_false(rlb_config_find(cfg, "a")->s.connect_failover);
+	assert_true(rlb_config_find(cfg, "b")->s.connect_failover);
+	rlb_config_free(cfg);
+
+	expect_errors("connect_failover = 1;\n"
+		      "clusters = ( { name = \"c\"; replicas = ( \"a\" );\n"
+		      "  connect_failover = \"yes\"; } );\n"
+		      "connect_failvoer = true;\n",
+		      "t.conf:1: connect_failover must be true or false",
+		      "t.conf:3: connect_failover must be true or false",
+		      "t.conf:4: unknown setting \"connect_failvoer\"; did you "
+		      "mean \"connect_failover\"?",
+		      NULL);
+
+	/* The app file's top level beats the main file's. */
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", "connect_failover = true;\n" MINIMAL);
+	tmp_write(&t, "apps.d/cf.conf", "connect_failover = false;\n");
+	src.path = tmp_path(&t, "m.conf");
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(d.n, 0);
+	assert_false(cfg->defaults.connect_failover);
+	assert_false(cfg->clusters[0].s.connect_failover);
+	rlb_config_free(cfg);
+	free((char *)src.path);
+	tmp_cleanup(&t);
 }
 
 static void test_config_wrong_types(void **state)
@@ -1535,6 +1590,7 @@ int main(void)
 		cmocka_unit_test(test_config_policy_names),
 		cmocka_unit_test(test_config_unknown_keys),
 		cmocka_unit_test(test_config_scope_errors),
+		cmocka_unit_test(test_config_connect_failover),
 		cmocka_unit_test(test_config_wrong_types),
 		cmocka_unit_test(test_config_negative_numbers),
 		cmocka_unit_test(test_config_zero_values_allowed),
