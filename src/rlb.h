@@ -163,6 +163,7 @@ struct rlb_settings {
 	int64_t max_ignored_errors; /* distributed_replica_max_ignored_errors */
 	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
+	bool connect_failover; /* move a failed connect on; unused yet */
 };
 
 /* An IP address literal, parsed once at config load. */
@@ -196,6 +197,7 @@ struct rlb_cluster {
 	int port;	       /* cluster port or 0 */
 	size_t nreplicas;      /* 1 .. RLB_MAX_REPLICAS */
 	struct rlb_replica *replicas;
+	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
 	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
 	struct rlb_health *health; /* shared state, once attached */
 	char *file;		   /* file and line that defined the cluster */
@@ -212,6 +214,12 @@ struct rlb_file_stamp {
 	struct timespec mtime;
 };
 
+/* The files a load read (main, app), to tell when one is edited. */
+struct rlb_config_files {
+	size_t n; /* 0 for a parsed string */
+	struct rlb_file_stamp stamps[2];
+};
+
 struct rlb_config {
 	struct rlb_settings defaults; /* top-level settings */
 	char *local_hostname; /* NULL: this host's FQDN (design.md §3.2) */
@@ -220,9 +228,7 @@ struct rlb_config {
 	enum rlb_log_target log_target;
 	size_t nclusters;
 	struct rlb_cluster *clusters;
-	size_t nstamps; /* files read (main, app), for reload */
-	struct rlb_file_stamp stamps[2];
-	atomic_uint refs; /* runtime.c reference count */
+	struct rlb_config_files files; /* for reload */
 };
 
 /* Where to look for config and how to override it (already filtered
@@ -248,7 +254,8 @@ const char *rlb_config_app_name(void);
 
 /*
  * Load the main file, then apps.d/APP.conf beside it, then apply the
- * environment overrides. Returns 0 and *out (refs = 1), -ENOENT when the
+ * environment overrides. Returns 0 and *out (free with
+ * rlb_config_free(), or hand to rlb_snapshot_new()), -ENOENT when the
  * main file does not exist (nothing in diag), -EINVAL with every error
  * in diag as "file:line: message", or -ENOMEM. *out is set only on
  * success; diag may be NULL. Keeps errno. Does not resolve names, touch
@@ -257,14 +264,15 @@ const char *rlb_config_app_name(void);
 int rlb_config_load(const struct rlb_config_source *src,
 		    struct rlb_config **out, struct rlb_diag *diag);
 /*
- * As rlb_config_load(); when the config is broken (-EINVAL) and broken is
- * not NULL, *broken receives a config holding only the stamps of the
- * files read (no clusters; NULL if out of memory), so that
- * rlb_config_changed() tells when one of them is edited again.
+ * As rlb_config_load(). broken, if not NULL, must be empty (zeroed, or
+ * after rlb_config_files_free()): when the config is broken (-EINVAL) it
+ * receives the stamps of the files read, so that
+ * rlb_config_files_changed() tells when one of them is edited again;
+ * otherwise it stays empty. Free it with rlb_config_files_free().
  */
 int rlb_config_load_ex(const struct rlb_config_source *src,
 		       struct rlb_config **out, struct rlb_diag *diag,
-		       struct rlb_config **broken);
+		       struct rlb_config_files *broken);
 /* Parse config text; `name` is used in messages as the file name. */
 int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag);
@@ -275,6 +283,13 @@ struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 				    const char *name);
 /* Whether any stamped file changed since the config was loaded. */
 bool rlb_config_changed(const struct rlb_config *cfg);
+/*
+ * Whether any of the files changed (was edited, replaced, created or
+ * removed) since it was stamped. Keeps errno; NULL or empty: false.
+ */
+bool rlb_config_files_changed(const struct rlb_config_files *files);
+/* Free what files holds and empty it; files itself is the caller's. */
+void rlb_config_files_free(struct rlb_config_files *files);
 
 /* ------------------------------------------------------------------ */
 /* health.c */

@@ -28,11 +28,11 @@ static bool disabled;
 static atomic_llong next_check_ms;
 static atomic_flag reload_busy = ATOMIC_FLAG_INIT;
 /*
- * The files of the last broken config (stamps only): reported once, and
- * parsed again only once one of them changes. Touched only by the thread
- * holding reload_busy (or by init).
+ * The files of the last broken config (empty if it was not broken): it is
+ * reported once, and parsed again only once one of them changes. Touched
+ * only by the thread holding reload_busy (or by init).
  */
-static struct rlb_config *broken;
+static struct rlb_config_files broken;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_bool init_done;
@@ -140,8 +140,7 @@ static void load_config(bool initial)
 	int rc;
 
 	rlb_config_source_from_env(&src);
-	rlb_config_free(broken);
-	broken = NULL;
+	rlb_config_files_free(&broken);
 	rc = rlb_config_load_ex(&src, &cfg, &diag, &broken);
 	if (rc == -ENOENT) {
 		/* No config: pass through silently (keep a running one). */
@@ -217,7 +216,7 @@ static void maybe_reload(void)
 	changed = !current || rlb_config_changed(current->cfg);
 	pthread_mutex_unlock(&cfg_lock);
 	/* A broken version is parsed once, not every second. */
-	if (changed && !(broken && !rlb_config_changed(broken)))
+	if (changed && !(broken.n && !rlb_config_files_changed(&broken)))
 		load_config(false);
 	atomic_flag_clear(&reload_busy);
 }

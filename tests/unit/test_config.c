@@ -183,12 +183,12 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg->defaults.max_ignored_errors, 0);
 	assert_int_equal(cfg->defaults.dns_cache_ttl, 15);
 	assert_int_equal(cfg->defaults.connect_timeout_ms, 1000);
+	assert_false(cfg->defaults.connect_failover);
 	assert_null(cfg->local_hostname);
 	assert_null(cfg->state_dir);
 	assert_int_equal(cfg->log_level, RLB_LOG_WARNING);
 	assert_int_equal(cfg->log_target, RLB_LOG_STDERR);
-	assert_int_equal(atomic_load(&cfg->refs), 1);
-	assert_int_equal(cfg->nstamps, 0);
+	assert_int_equal(cfg->files.n, 0);
 	assert_int_equal(cfg->nclusters, 1);
 	c = &cfg->clusters[0];
 	assert_string_equal(c->name, "c");
@@ -233,10 +233,10 @@ static void test_config_full_fixture(void **state)
 	assert_string_equal(cfg->state_dir, "/run/replicalb-test");
 	assert_int_equal(cfg->log_level, RLB_LOG_DEBUG);
 	assert_int_equal(cfg->log_target, RLB_LOG_SYSLOG);
-	assert_int_equal(cfg->nstamps, 1);
-	assert_string_equal(cfg->stamps[0].path,
+	assert_int_equal(cfg->files.n, 1);
+	assert_string_equal(cfg->files.stamps[0].path,
 			    TEST_DATA_DIR "/cfg_full.conf");
-	assert_true(cfg->stamps[0].exists);
+	assert_true(cfg->files.stamps[0].exists);
 	assert_int_equal(cfg->nclusters, 2);
 
 	/* Every setting overridden by the cluster. */
@@ -507,6 +507,60 @@ static void test_config_scope_errors(void **state)
 		      "t.conf:6: log_level is only valid at the top level",
 		      "t.conf:7: log_target is only valid at the top level",
 		      NULL);
+}
+
+/* A bool: top-level default, inherited by clusters, overridden per cluster
+ * and by the app file. */
+static void test_config_connect_failover(void **state)
+{
+	struct rlb_config_source src = {.app = "cf"};
+	struct rlb_config *cfg;
+	struct rlb_diag d = {0};
+	struct tmp t;
+
+	cfg = parse_ok("connect_failover = true;\n"
+		       "clusters = (\n"
+		       "  { name = \"a\"; replicas = ( \"a1\" ); },\n"
+		       "  { name = \"b\"; connect_failover = false;\n"
+		       "    replicas = ( \"b1\" ); }\n"
+		       ");\n");
+	assert_true(cfg->defaults.connect_failover);
+	assert_true(rlb_config_find(cfg, "a")->s.connect_failover);
+	assert_false(rlb_config_find(cfg, "b")->s.connect_failover);
+	rlb_config_free(cfg);
+
+	cfg = parse_ok("clusters = (\n"
+		       "  { name = \"a\"; replicas = ( \"a1\" ); },\n"
+		       "  { name = \"b\"; connect_failover = true;\n"
+		       "    replicas = ( \"b1\" ); }\n"
+		       ");\n");
+	assert_false(cfg->defaults.connect_failover);
+	assert_false(rlb_config_find(cfg, "a")->s.connect_failover);
+	assert_true(rlb_config_find(cfg, "b")->s.connect_failover);
+	rlb_config_free(cfg);
+
+	expect_errors("connect_failover = 1;\n"
+		      "clusters = ( { name = \"c\"; replicas = ( \"a\" );\n"
+		      "  connect_failover = \"yes\"; } );\n"
+		      "connect_failvoer = true;\n",
+		      "t.conf:1: connect_failover must be true or false",
+		      "t.conf:3: connect_failover must be true or false",
+		      "t.conf:4: unknown setting \"connect_failvoer\"; did you "
+		      "mean \"connect_failover\"?",
+		      NULL);
+
+	/* The app file's top level beats the main file's. */
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", "connect_failover = true;\n" MINIMAL);
+	tmp_write(&t, "apps.d/cf.conf", "connect_failover = false;\n");
+	src.path = tmp_path(&t, "m.conf");
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_int_equal(d.n, 0);
+	assert_false(cfg->defaults.connect_failover);
+	assert_false(cfg->clusters[0].s.connect_failover);
+	rlb_config_free(cfg);
+	free((char *)src.path);
+	tmp_cleanup(&t);
 }
 
 static void test_config_wrong_types(void **state)
@@ -1048,18 +1102,18 @@ static void test_config_app_overlay(void **state)
 	assert_ptr_equal(c, &cfg->clusters[3]);
 	assert_string_equal(c->replicas[0].host, "d1");
 
-	assert_int_equal(cfg->nstamps, 2);
-	assert_string_equal(cfg->stamps[0].path, main_path);
-	assert_true(cfg->stamps[0].exists);
-	assert_string_equal(cfg->stamps[1].path, app_path);
-	assert_true(cfg->stamps[1].exists);
+	assert_int_equal(cfg->files.n, 2);
+	assert_string_equal(cfg->files.stamps[0].path, main_path);
+	assert_true(cfg->files.stamps[0].exists);
+	assert_string_equal(cfg->files.stamps[1].path, app_path);
+	assert_true(cfg->files.stamps[1].exists);
 	assert_false(rlb_config_changed(cfg));
 	rlb_config_free(cfg);
 
 	/* Without an app name, only the main file counts. */
 	src.app = NULL;
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
-	assert_int_equal(cfg->nstamps, 1);
+	assert_int_equal(cfg->files.n, 1);
 	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_IN_ORDER);
 	assert_int_equal(cfg->nclusters, 3);
 	rlb_config_free(cfg);
@@ -1136,7 +1190,7 @@ static void test_config_app_name_unsafe(void **state)
 		src.app = bad[i];
 		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
 		assert_int_equal(d.n, 0);
-		assert_int_equal(cfg->nstamps, 1);
+		assert_int_equal(cfg->files.n, 1);
 		assert_int_equal(cfg->defaults.load_balancing,
 				 RLB_POLICY_RANDOM);
 		rlb_config_free(cfg);
@@ -1162,8 +1216,8 @@ static void test_config_relative_path(void **state)
 	assert_int_equal(chdir(old_cwd), 0);
 	free(old_cwd);
 	assert_int_equal(cfg->defaults.dns_cache_ttl, 1);
-	assert_string_equal(cfg->stamps[0].path, "rel.conf");
-	assert_string_equal(cfg->stamps[1].path, "apps.d/x.conf");
+	assert_string_equal(cfg->files.stamps[0].path, "rel.conf");
+	assert_string_equal(cfg->files.stamps[1].path, "apps.d/x.conf");
 	rlb_config_free(cfg);
 	tmp_cleanup(&t);
 }
@@ -1239,36 +1293,49 @@ static void test_config_env_invalid(void **state)
 
 /* A broken load still tells which files it read, so the runtime parses a
  * broken version once, not on every check. */
-static void test_config_broken_stamps(void **state)
+static void test_config_broken_files(void **state)
 {
 	struct rlb_config_source src = {.app = "tool"};
-	struct rlb_config *cfg = NULL, *broken = NULL;
+	struct rlb_config_files broken = {0};
+	struct rlb_config *cfg = NULL;
 	struct rlb_diag d = {0};
 	struct tmp t;
-	char *path;
+	char *path, *app_path;
 
 	tmp_make(&t);
 	tmp_write(&t, "m.conf", MINIMAL);
 	tmp_write(&t, "apps.d/tool.conf", "load_balancing = \"nearest\";\n");
 	path = tmp_path(&t, "m.conf");
+	app_path = tmp_path(&t, "apps.d/tool.conf");
 	src.path = path;
 	assert_int_equal(rlb_config_load_ex(&src, &cfg, &d, &broken), -EINVAL);
 	assert_null(cfg);
-	assert_non_null(broken);
-	assert_int_equal(broken->nclusters, 0);
-	assert_int_equal(broken->nstamps, 2);
-	assert_false(rlb_config_changed(broken));
+	assert_int_equal(broken.n, 2);
+	assert_string_equal(broken.stamps[0].path, path);
+	assert_true(broken.stamps[0].exists);
+	assert_string_equal(broken.stamps[1].path, app_path);
+	assert_false(rlb_config_files_changed(&broken));
 	/* Fixing the app file is a change. */
 	tmp_write(&t, "apps.d/tool.conf", "load_balancing = \"in_order\";\n");
-	assert_true(rlb_config_changed(broken));
-	rlb_config_free(broken);
-	broken = NULL;
+	assert_true(rlb_config_files_changed(&broken));
+	rlb_config_files_free(&broken);
+	assert_int_equal(broken.n, 0);
+	assert_false(rlb_config_files_changed(&broken));
 	rlb_diag_free(&d);
 	assert_int_equal(rlb_config_load_ex(&src, &cfg, &d, &broken), 0);
-	assert_null(broken);
+	assert_int_equal(broken.n, 0);
 	assert_int_equal(cfg->clusters[0].s.load_balancing,
 			 RLB_POLICY_IN_ORDER);
 	rlb_config_free(cfg);
+	cfg = NULL;
+
+	/* Neither a missing file nor a good one leaves anything behind. */
+	tmp_remove(&t, "m.conf");
+	assert_int_equal(rlb_config_load_ex(&src, &cfg, &d, &broken), -ENOENT);
+	assert_int_equal(broken.n, 0);
+	rlb_config_files_free(NULL);
+	assert_false(rlb_config_files_changed(NULL));
+	free(app_path);
 	free(path);
 	tmp_cleanup(&t);
 }
@@ -1289,8 +1356,8 @@ static void test_config_changed(void **state)
 
 	/* Rewritten with other content. */
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
-	assert_int_equal(cfg->nstamps, 2);
-	assert_false(cfg->stamps[1].exists);
+	assert_int_equal(cfg->files.n, 2);
+	assert_false(cfg->files.stamps[1].exists);
 	assert_false(rlb_config_changed(cfg));
 	assert_false(rlb_config_changed(cfg));
 	tmp_write(&t, "m.conf", "dns_cache_ttl = 1;\n" MINIMAL);
@@ -1360,9 +1427,9 @@ static void test_config_sample_files(void **state)
 		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
 		dump_diag(&d);
 		assert_int_equal(d.n, 0);
-		assert_int_equal(cfg->nstamps, apps[i].app ? 2 : 1);
+		assert_int_equal(cfg->files.n, apps[i].app ? 2 : 1);
 		if (apps[i].app)
-			assert_true(cfg->stamps[1].exists);
+			assert_true(cfg->files.stamps[1].exists);
 		assert_int_equal(cfg->defaults.load_balancing, apps[i].policy);
 		c = rlb_config_find(cfg, "analytics.cluster");
 		assert_non_null(c);
@@ -1508,7 +1575,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_mutations_never_crash),
-		cmocka_unit_test(test_config_broken_stamps),
+		cmocka_unit_test(test_config_broken_files),
 		cmocka_unit_test(test_config_defaults),
 		cmocka_unit_test(test_config_full_fixture),
 		cmocka_unit_test(test_config_int64_values),
@@ -1522,6 +1589,7 @@ int main(void)
 		cmocka_unit_test(test_config_policy_names),
 		cmocka_unit_test(test_config_unknown_keys),
 		cmocka_unit_test(test_config_scope_errors),
+		cmocka_unit_test(test_config_connect_failover),
 		cmocka_unit_test(test_config_wrong_types),
 		cmocka_unit_test(test_config_negative_numbers),
 		cmocka_unit_test(test_config_zero_values_allowed),
