@@ -99,42 +99,23 @@ RLB_EXPORT struct hostent *gethostbyname(const char *name)
 	return h;
 }
 
-/*
- * The socket hooks: tracking reports a failure that belongs to replicas,
- * and the runtime counts it against the snapshot in force.
- */
 RLB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	struct rlb_failure f;
 	/* Checks "is this a replica's address?" first, in a few loads. */
-	int rc = rlb_track_connect(fd, sa, len, &f);
-
-	if (__builtin_expect(f.n != 0, 0))
-		rlb_runtime_charge(&f);
-	return rc;
+	return rlb_track_connect(fd, sa, len);
 }
 
 RLB_EXPORT int getsockopt(int fd, int level, int name, void *val,
 			  socklen_t *len)
 {
-	struct rlb_failure f;
-	int rc;
-
 	if (!rlb_track_active())
 		return rlb_libc()->getsockopt(fd, level, name, val, len);
-	rc = rlb_track_getsockopt(fd, level, name, val, len, &f);
-	rlb_runtime_charge(&f);
-	return rc;
+	return rlb_track_getsockopt(fd, level, name, val, len);
 }
 
 RLB_EXPORT int close(int fd)
 {
-	struct rlb_failure f;
-	int rc;
-
 	if (!rlb_track_active())
 		return rlb_libc()->close(fd);
-	rc = rlb_track_close(fd, &f);
-	rlb_runtime_charge(&f);
-	return rc;
+	return rlb_track_close(fd);
 }

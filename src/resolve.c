@@ -146,7 +146,7 @@ struct sel_storage {
 	int64_t policy_prio[STACK_SELECTION];
 };
 
-static struct rlb_selection *run_selection(struct rlb_cluster *c,
+static struct rlb_selection *run_selection(struct rlb_cluster *c, bool peek,
 					   struct sel_storage *st,
 					   struct rlb_selection **heap)
 {
@@ -165,8 +165,9 @@ static struct rlb_selection *run_selection(struct rlb_cluster *c,
 		sel->policy_prio = st->policy_prio;
 		sel->n = c->nreplicas;
 	}
-	rlb_select(c, false, rlb_now(), sel);
-	log_selection(c, sel);
+	rlb_select(c, peek, rlb_now(), sel);
+	if (!peek)
+		log_selection(c, sel);
 	return sel;
 }
 
@@ -375,7 +376,7 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 		q.ai_flags = AI_V4MAPPED | AI_ADDRCONFIG;
 	}
 	fast = literal_question_init(&q, service, &lq);
-	sel = run_selection(c, &st, &heap);
+	sel = run_selection(c, false, &st, &heap);
 	if (!sel)
 		return EAI_MEMORY;
 	for (size_t k = 0; k < sel->n; k++) {
@@ -463,7 +464,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	}
 	q.ai_family = af;
 	q.ai_socktype = SOCK_STREAM;
-	sel = run_selection(c, &st, &heap);
+	sel = run_selection(c, false, &st, &heap);
 	if (!sel) {
 		*h_errnop = NETDB_INTERNAL;
 		return ENOMEM;
@@ -579,4 +580,78 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 	pthread_mutex_unlock(&static_lock);
 	h_errno = herr;
 	return result;
+}
+
+/* Whether replica i of c is among the tried owners. */
+static bool was_tried(const struct rlb_cluster *c, size_t i,
+		      const struct rlb_owner *tried, size_t ntried)
+{
+	for (size_t k = 0; k < ntried; k++)
+		if (tried[k].cluster == c->name_hash &&
+		    tried[k].replica == c->replicas[i].identity)
+			return true;
+	return false;
+}
+
+/* The cluster of cfg that the first tried replica in one belongs to. */
+static struct rlb_cluster *failover_cluster(struct rlb_config *cfg,
+					    const struct rlb_owner *tried,
+					    size_t ntried)
+{
+	for (size_t k = 0; k < ntried; k++)
+		for (size_t ci = 0; ci < cfg->nclusters; ci++)
+			if (cfg->clusters[ci].name_hash == tried[k].cluster &&
+			    cfg->clusters[ci].s.connect_failover)
+				return &cfg->clusters[ci];
+	return NULL;
+}
+
+bool rlb_resolve_next_address(struct rlb_config *cfg,
+			      const struct rlb_owner *tried, size_t ntried,
+			      const struct sockaddr *failed, socklen_t len,
+			      struct sockaddr_storage *out, socklen_t *outlen)
+{
+	struct rlb_cluster *c = failover_cluster(cfg, tried, ntried);
+	struct addrinfo q = {.ai_socktype = SOCK_STREAM};
+	struct rlb_selection *sel, *heap;
+	struct sel_storage st;
+	char service[8];
+	bool found = false;
+	uint16_t port;
+
+	if (!c || !failed ||
+	    (failed->sa_family != AF_INET && failed->sa_family != AF_INET6))
+		return false;
+	port = failed->sa_family == AF_INET
+		       ? ((const struct sockaddr_in *)failed)->sin_port
+		       : ((const struct sockaddr_in6 *)failed)->sin6_port;
+	snprintf(service, sizeof(service), "%u", ntohs(port));
+	q.ai_family = failed->sa_family;
+	q.ai_flags = AI_NUMERICSERV |
+		     (failed->sa_family == AF_INET6 ? AI_V4MAPPED : 0);
+	sel = run_selection(c, true, &st, &heap);
+	if (!sel)
+		return false;
+	for (size_t k = 0; k < sel->n && !found; k++) {
+		uint32_t idx = sel->order[k];
+		struct rlb_dns_addr *addrs = NULL;
+		size_t n = 0;
+
+		if (was_tried(c, idx, tried, ntried) ||
+		    replica_addrs(c, idx, service, &q, &addrs, &n) != 0)
+			continue;
+		for (size_t j = 0; j < n && !found; j++) {
+			if (addrs[j].family != failed->sa_family ||
+			    addrs[j].addrlen > sizeof(*out))
+				continue;
+			memcpy(out, &addrs[j].addr, addrs[j].addrlen);
+			*outlen = addrs[j].addrlen;
+			rlb_track_handout(c, idx, (struct sockaddr *)out,
+					  *outlen);
+			found = true;
+		}
+		free(addrs);
+	}
+	free(heap);
+	return found;
 }

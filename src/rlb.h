@@ -428,12 +428,14 @@ struct rlb_failure {
 	struct rlb_owner owners[RLB_MAX_OWNERS];
 	int err;	/* the errno that failed it */
 	int64_t age_ms; /* abandoned while pending this long; -1: failed */
+	bool slowdown;	/* a slowdown, not an error (design.md §5.2) */
 };
 
 /*
- * Count f against each of its replicas in snap: one error each, except
- * that an abandoned attempt (age_ms >= 0) counts only in clusters whose
- * connect_timeout_ms it outlived (design.md §5). Keeps errno.
+ * Count f against each of its replicas in snap: one error (or slowdown)
+ * each, except that an abandoned attempt (age_ms >= 0) counts only in
+ * clusters whose connect_timeout_ms it outlived (design.md §5). Keeps
+ * errno.
  */
 void rlb_snapshot_charge(struct rlb_snapshot *snap,
 			 const struct rlb_failure *f);
@@ -489,6 +491,10 @@ const char *rlb_runtime_fqdn(void);
  * tracking reports; see rlb_snapshot_charge()). Keeps errno.
  */
 void rlb_runtime_charge(const struct rlb_failure *f);
+/* rlb_track_ops.next_address over the snapshot in force. */
+bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
+			      const struct sockaddr *failed, socklen_t len,
+			      struct sockaddr_storage *out, socklen_t *outlen);
 
 /* ------------------------------------------------------------------ */
 /* resolve.c */
@@ -515,6 +521,17 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
  */
 struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 						 const char *name, int af);
+/*
+ * connect_failover (design.md §5.4): the address of the best replica not
+ * in `tried` of the first cluster of `tried` found in cfg that fails
+ * over, by a selection that changes nothing (peek), in failed's family,
+ * with the replica's port, else failed's. Handed out (tracked). False
+ * when no replica is left.
+ */
+bool rlb_resolve_next_address(struct rlb_config *cfg,
+			      const struct rlb_owner *tried, size_t ntried,
+			      const struct sockaddr *failed, socklen_t len,
+			      struct sockaddr_storage *out, socklen_t *outlen);
 /* Fork handler hooks for the static hostent's lock (runtime.c). */
 void rlb_resolve_fork_lock(void);
 void rlb_resolve_fork_unlock(void);
@@ -565,16 +582,29 @@ void rlb_dnscache_fork_unlock(void);
 void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len);
 /*
- * Hook bodies: same contract as the libc functions. A failure that
- * counts against replicas is reported in *f (f->n == 0: none), for the
- * snapshot's owner to charge (rlb_runtime_charge()); tracking itself
- * counts nothing.
+ * What tracking asks of its owner (runtime.c registers them at start):
+ * charge() counts a failure against its replicas; next_address() gives,
+ * for connect_failover, the address of the best replica of the failed
+ * one's cluster not among `tried`, in the family of `failed` and with the
+ * port resolution would have given (handed out, so tracked), or false.
  */
-int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len,
-		      struct rlb_failure *f);
-int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len,
-			 struct rlb_failure *f);
-int rlb_track_close(int fd, struct rlb_failure *f);
+struct rlb_track_ops {
+	void (*charge)(const struct rlb_failure *f);
+	bool (*next_address)(const struct rlb_owner *tried, size_t ntried,
+			     const struct sockaddr *failed, socklen_t len,
+			     struct sockaddr_storage *out, socklen_t *outlen);
+};
+void rlb_track_set_ops(const struct rlb_track_ops *ops);
+
+/*
+ * Hook bodies: same contract as the libc functions. Connects to replica
+ * addresses are bounded, fail over when asked, and report what counts
+ * (design.md §5).
+ */
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int rlb_track_getsockopt(int fd, int level, int name, void *val,
+			 socklen_t *len);
+int rlb_track_close(int fd);
 /* Whether connect/close must look at anything at all (cheap). */
 bool rlb_track_active(void);
 /* Errno values that count as a replica error (design.md §5). */

@@ -175,6 +175,12 @@ out_free_diag:
 	rlb_diag_free(&diag);
 }
 
+/* What connect tracking reports to and asks of the snapshot's owner. */
+static const struct rlb_track_ops track_ops = {
+	.charge = rlb_runtime_charge,
+	.next_address = rlb_runtime_next_address,
+};
+
 static void runtime_init(void)
 {
 	enum rlb_log_level level;
@@ -185,6 +191,7 @@ static void runtime_init(void)
 	if (disabled)
 		goto out;
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	rlb_track_set_ops(&track_ops);
 	tls_key_ok = pthread_key_create(&tls_key, thread_cache_destroy) == 0;
 	apply_logging(NULL);
 	if (rlb_env("REPLICALB_LOG_LEVEL") &&
@@ -274,6 +281,21 @@ void rlb_runtime_charge(const struct rlb_failure *f)
 		return;
 	rlb_snapshot_charge(snap, f);
 	rlb_runtime_release(snap);
+}
+
+bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
+			      const struct sockaddr *failed, socklen_t len,
+			      struct sockaddr_storage *out, socklen_t *outlen)
+{
+	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	bool found;
+
+	if (!snap)
+		return false;
+	found = rlb_resolve_next_address(snap->cfg, tried, ntried, failed, len,
+					 out, outlen);
+	rlb_runtime_release(snap);
+	return found;
 }
 
 static char fqdn[RLB_MAX_HOST + 1];

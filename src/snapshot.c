@@ -84,6 +84,14 @@ void rlb_snapshot_put(struct rlb_snapshot *snap)
 static void charge_replica(struct rlb_cluster *c, size_t i,
 			   const struct rlb_failure *f)
 {
+	if (f->slowdown) {
+		rlb_health_add_slowdowns(c, i, 1, rlb_now());
+		rlb_log(RLB_LOG_DEBUG,
+			"%s: replica %s: abandoned for another replica: "
+			"slowdown counted",
+			c->name, c->replicas[i].host);
+		return;
+	}
 	rlb_health_add_errors(c, i, 1, rlb_now());
 	rlb_log(RLB_LOG_DEBUG,
 		"%s: replica %s: connect failed (%s): error counted, "

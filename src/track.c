@@ -1,7 +1,8 @@
-/* track.c - error attribution: which addresses were handed out for which
- * replica, which sockets have a connect to one pending, and which failures
- * (design.md §5) belong to which replicas. It reports failures; the
- * snapshot's owner counts them. */
+/* track.c - connects to replica addresses (design.md §5, §11): which
+ * addresses were handed out for which replica, connects bounded by the
+ * cluster's connect_timeout_ms, pending attempts and their fate, failover
+ * to the next replica. It reports failures and asks for the next replica
+ * through the ops its owner registered; it counts nothing itself. */
 #include "config.h"
 
 #include <errno.h>
@@ -13,11 +14,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include "rlb.h"
 
 #define ADDR_SLOTS 16384 /* handed-out (address, replica) pairs */
 #define FD_SLOTS   65536 /* sockets tracked while connecting */
+#define RECENT_MAX 64	 /* pending sockets swept for abandonment */
+#define TRIED_MAX  16	 /* replicas one failover connect tries */
 
 /* A normalised destination: v4-mapped v6 addresses count as v4. */
 struct dest {
@@ -31,20 +35,32 @@ enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
 /*
  * One handed-out address of one replica. Written once, then published by
  * `state`; never removed (the table is bounded by the config's
- * replicas and their addresses), so readers need no lock.
+ * replicas and their addresses), so readers need no lock. The connect
+ * settings follow the config in force at the latest handout.
  */
 struct addr_slot {
 	_Atomic uint32_t state;
-	struct dest d;	  /* port 0: any port (gethostbyname) */
-	uint64_t cluster; /* cluster name_hash */
-	uint64_t replica; /* replica identity */
+	struct dest d;		    /* port 0: any port (gethostbyname) */
+	uint64_t cluster;	    /* cluster name_hash */
+	uint64_t replica;	    /* replica identity */
+	_Atomic int64_t timeout_ms; /* the cluster's connect_timeout_ms */
+	_Atomic bool failover;	    /* the cluster's connect_failover */
+};
+
+/* How connects to an address are made: the strictest of its owners'. */
+struct conn_policy {
+	int64_t timeout_ms; /* 0: unbounded */
+	bool failover;
 };
 
 /* What is remembered of a pending connect. */
 struct pending_connect {
 	struct dest d;
-	uint64_t ino;	  /* socket inode, against reused fds */
-	int64_t start_ms; /* monotonic start of the attempt */
+	uint64_t ino;	    /* socket inode, against reused fds */
+	int64_t start_ms;   /* monotonic start of the attempt */
+	int64_t timeout_ms; /* its bound */
+	int32_t syncnt;	    /* the program's TCP_SYNCNT, 0: not changed */
+	uint32_t slowed;    /* a slowdown was counted for it (on take) */
 };
 
 #define PENDING_WORDS ((sizeof(struct pending_connect) + 7) / 8)
@@ -56,7 +72,8 @@ struct pending_connect {
  * sees (and ThreadSanitizer would otherwise flag).
  */
 struct fd_slot {
-	_Atomic uint32_t pending;
+	_Atomic uint32_t pending; /* the entry's sequence number; 0: none */
+	_Atomic uint32_t slowed;  /* sequence number counted as slow */
 	_Atomic uint64_t words[PENDING_WORDS];
 };
 
@@ -68,7 +85,43 @@ static atomic_bool active;
 static _Atomic uint64_t home_bits[ADDR_SLOTS / 64];
 /* Sockets with a pending entry; while 0, nothing needs clearing. */
 static atomic_uint npending;
+/* Sequence numbers of pending entries: a sweep takes exactly the entry
+ * it looked at, never one set since by another thread. */
+static atomic_uint pending_seq;
+/* fd + 1 of recently pending sockets (0: free), swept for attempts the
+ * program abandoned without our close(): a raw close, longjmp, exit. */
+static _Atomic int recent[RECENT_MAX];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static const struct rlb_track_ops *_Atomic ops;
+
+/*
+ * Attempts the program closed while still pending and younger than their
+ * bound: if it connects to another replica of the same cluster soon
+ * after, the dropped one was slow (a slowdown, design.md §5.2).
+ */
+#define DROPPED_MAX 8
+static struct dropped {
+	struct dest d;
+	int64_t at_ms; /* monotonic; 0: free */
+	int64_t timeout_ms;
+} dropped[DROPPED_MAX];
+static pthread_mutex_t dropped_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint ndropped;
+
+void rlb_track_set_ops(const struct rlb_track_ops *o)
+{
+	atomic_store_explicit(&ops, o, memory_order_release);
+}
+
+/* Hand f to the owner to count (nothing when no owner registered). */
+static void report(const struct rlb_failure *f)
+{
+	const struct rlb_track_ops *o =
+		atomic_load_explicit(&ops, memory_order_acquire);
+
+	if (f->n && o && o->charge)
+		o->charge(f);
+}
 
 static void tables_init(void)
 {
@@ -153,6 +206,7 @@ static bool same_addr(const struct dest *a, const struct dest *b)
 void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len)
 {
+	struct addr_slot *s = NULL;
 	struct dest d;
 	size_t home, k;
 
@@ -169,10 +223,10 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 					 1ULL << (home % 64),
 					 memory_order_release);
 	for (k = 0; k < ADDR_SLOTS; k++) {
-		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
-		uint32_t state =
-			atomic_load_explicit(&s->state, memory_order_acquire);
+		uint32_t state;
 
+		s = &addr_table[(home + k) % ADDR_SLOTS];
+		state = atomic_load_explicit(&s->state, memory_order_acquire);
 		if (state == SLOT_READY) {
 			if (same_addr(&s->d, &d) && s->d.port == d.port &&
 			    s->cluster == c->name_hash &&
@@ -188,20 +242,35 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		s->d = d;
 		s->cluster = c->name_hash;
 		s->replica = c->replicas[i].identity;
+		atomic_store_explicit(&s->timeout_ms, c->s.connect_timeout_ms,
+				      memory_order_relaxed);
 		atomic_store_explicit(&s->state, SLOT_READY,
 				      memory_order_release);
 		break;
 	}
-	if (k == ADDR_SLOTS)
+	if (k == ADDR_SLOTS) {
 		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");
+	} else {
+		atomic_store_explicit(&s->timeout_ms, c->s.connect_timeout_ms,
+				      memory_order_relaxed);
+		atomic_store_explicit(&s->failover, c->s.connect_failover,
+				      memory_order_relaxed);
+	}
 	atomic_store_explicit(&active, true, memory_order_release);
 }
 
-/* The replicas destination d was handed out for (deduplicated). */
-static size_t find_owners(const struct dest *d, struct rlb_owner *owners)
+/*
+ * The replicas destination d was handed out for (deduplicated), and in
+ * *pol how connects to it are made: the shortest bound of its owners,
+ * failover when any owner asks for it.
+ */
+static size_t find_owners(const struct dest *d, struct rlb_owner *owners,
+			  struct conn_policy *pol)
 {
 	size_t home = addr_home(d), n = 0;
 
+	pol->timeout_ms = 0;
+	pol->failover = false;
 	if (!addr_table || !(atomic_load_explicit(&home_bits[home / 64],
 						  memory_order_acquire) &
 			     (1ULL << (home % 64))))
@@ -210,6 +279,7 @@ static size_t find_owners(const struct dest *d, struct rlb_owner *owners)
 		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
 		uint32_t state =
 			atomic_load_explicit(&s->state, memory_order_acquire);
+		int64_t t;
 		size_t j;
 
 		if (state == SLOT_EMPTY)
@@ -217,6 +287,11 @@ static size_t find_owners(const struct dest *d, struct rlb_owner *owners)
 		if (state != SLOT_READY || !same_addr(&s->d, d) ||
 		    (s->d.port && s->d.port != d->port))
 			continue;
+		t = atomic_load_explicit(&s->timeout_ms, memory_order_relaxed);
+		if (t > 0 && (pol->timeout_ms == 0 || t < pol->timeout_ms))
+			pol->timeout_ms = t;
+		pol->failover |= atomic_load_explicit(&s->failover,
+						      memory_order_relaxed);
 		for (j = 0; j < n; j++)
 			if (owners[j].cluster == s->cluster &&
 			    owners[j].replica == s->replica)
@@ -247,15 +322,18 @@ bool rlb_track_counts(int err)
 }
 
 /*
- * Report error err of a connect to d in f: the replicas d belongs to.
- * age_ms >= 0: a pending attempt abandoned after that long.
+ * Report a failure of a connect to d: an error (age_ms < 0), an attempt
+ * abandoned after age_ms, or a slowdown.
  */
-static void report(const struct dest *d, int err, int64_t age_ms,
-		   struct rlb_failure *f)
+static void report_dest(const struct dest *d, int err, int64_t age_ms,
+			bool slowdown)
 {
-	f->n = find_owners(d, f->owners);
-	f->err = err;
-	f->age_ms = age_ms;
+	struct rlb_failure f = {
+		.err = err, .age_ms = age_ms, .slowdown = slowdown};
+	struct conn_policy pol;
+
+	f.n = find_owners(d, f.owners, &pol);
+	report(&f);
 }
 
 static struct fd_slot *fd_slot(int fd)
@@ -265,6 +343,7 @@ static struct fd_slot *fd_slot(int fd)
 	return &fd_table[fd];
 }
 
+/* The socket's inode, 0 when fd is not open. */
 static ino_t socket_ino(int fd)
 {
 	struct stat st;
@@ -281,6 +360,18 @@ static bool still_connecting(int fd)
 	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
 		return false;
 	return ti.tcpi_state == TCP_SYN_SENT;
+}
+
+/*
+ * Whether the socket holds a pending error, without consuming it: poll()
+ * reports POLLERR while SO_ERROR is set, and reading SO_ERROR would clear
+ * it for a program that still holds the socket through another fd.
+ */
+static bool has_error(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = 0};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
 static void slot_store(struct fd_slot *s, const struct pending_connect *p)
@@ -301,51 +392,246 @@ static void slot_load(struct fd_slot *s, struct pending_connect *p)
 	memcpy(p, w, sizeof(*p));
 }
 
-static void set_pending(int fd, const struct dest *d)
+/* Remember fd among the recently pending sockets, if there is room. */
+static void recent_add(int fd)
+{
+	for (size_t k = 0; k < RECENT_MAX; k++) {
+		int v = atomic_load_explicit(&recent[k], memory_order_relaxed);
+
+		if (v == fd + 1)
+			return;
+	}
+	for (size_t k = 0; k < RECENT_MAX; k++) {
+		int zero = 0;
+
+		if (atomic_compare_exchange_strong(&recent[k], &zero, fd + 1))
+			return;
+	}
+}
+
+static void recent_remove(int fd)
+{
+	for (size_t k = 0; k < RECENT_MAX; k++) {
+		int v = fd + 1;
+
+		if (atomic_compare_exchange_strong(&recent[k], &v, 0))
+			return;
+	}
+}
+
+static void set_pending(int fd, const struct pending_connect *p)
 {
 	struct fd_slot *s = fd_slot(fd);
-	struct pending_connect p = {0};
+	uint32_t seq;
 
 	if (!s)
 		return;
 	if (atomic_exchange(&s->pending, 0))
 		atomic_fetch_sub(&npending, 1);
-	p.d = *d;
-	p.ino = socket_ino(fd);
-	p.start_ms = rlb_monotonic_ms();
-	slot_store(s, &p);
+	slot_store(s, p);
+	do
+		seq = atomic_fetch_add(&pending_seq, 1) + 1;
+	while (seq == 0);
 	atomic_fetch_add(&npending, 1);
-	atomic_store_explicit(&s->pending, 1, memory_order_release);
+	atomic_store_explicit(&s->pending, seq, memory_order_release);
+	recent_add(fd);
+}
+
+/*
+ * Take the pending entry of fd: the one numbered seq, or (seq == 0)
+ * whichever is there. True and a copy when it was taken.
+ */
+static bool take_entry(int fd, uint32_t seq, struct pending_connect *copy)
+{
+	struct fd_slot *s = fd_slot(fd);
+	uint32_t had;
+
+	if (!s ||
+	    !(had = atomic_load_explicit(&s->pending, memory_order_relaxed)))
+		return false;
+	if (seq == 0)
+		had = atomic_exchange_explicit(&s->pending, 0,
+					       memory_order_acq_rel);
+	else if (seq != had ||
+		 !atomic_compare_exchange_strong_explicit(&s->pending, &had, 0,
+							  memory_order_acq_rel,
+							  memory_order_relaxed))
+		return false;
+	if (!had)
+		return false;
+	/* Ours now: the exchange saw set_pending()'s release. */
+	atomic_fetch_sub(&npending, 1);
+	slot_load(s, copy);
+	copy->slowed = atomic_load(&s->slowed) == had;
+	recent_remove(fd);
+	return true;
 }
 
 /* Take the pending entry of fd if it is this very socket. */
 static bool take_pending(int fd, struct pending_connect *copy)
 {
-	struct fd_slot *s = fd_slot(fd);
-
-	if (!s || !atomic_load_explicit(&s->pending, memory_order_relaxed) ||
-	    !atomic_exchange_explicit(&s->pending, 0, memory_order_acq_rel))
-		return false;
-	/* Ours now: the exchange saw set_pending()'s release. */
-	atomic_fetch_sub(&npending, 1);
-	slot_load(s, copy);
-	return copy->ino == (uint64_t)socket_ino(fd);
+	return take_entry(fd, 0, copy) && copy->ino == (uint64_t)socket_ino(fd);
 }
 
+/* Give the program back its TCP_SYNCNT, if the bound changed it. */
+static void restore_syncnt(int fd, const struct pending_connect *p)
+{
+	if (p->syncnt > 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
+			   sizeof(p->syncnt));
+}
+
+/* The attempt on fd is over (connected, failed, or another connect). */
 static void clear_pending(int fd)
 {
-	struct fd_slot *s;
+	struct pending_connect copy;
 
 	if (!atomic_load_explicit(&npending, memory_order_relaxed))
 		return;
-	s = fd_slot(fd);
-	if (s && atomic_exchange(&s->pending, 0))
-		atomic_fetch_sub(&npending, 1);
+	if (take_pending(fd, &copy))
+		restore_syncnt(fd, &copy);
 }
 
 bool rlb_track_active(void)
 {
 	return atomic_load_explicit(&active, memory_order_relaxed);
+}
+
+/* Whether two owner lists share a cluster but not a replica. */
+static bool other_replica_same_cluster(const struct rlb_owner *a, size_t na,
+				       const struct rlb_owner *b, size_t nb)
+{
+	bool cluster = false;
+
+	for (size_t i = 0; i < na; i++)
+		for (size_t j = 0; j < nb; j++) {
+			if (a[i].cluster != b[j].cluster)
+				continue;
+			if (a[i].replica == b[j].replica)
+				return false;
+			cluster = true;
+		}
+	return cluster;
+}
+
+/*
+ * Look at every recently pending attempt other than fd's (design.md §5.2):
+ * - one the program dropped without our close() (raw close system call,
+ *   longjmp, the fd reused) counts a timeout error once older than its
+ *   bound;
+ * - one still pending, or dropped sooner, while the program now connects
+ *   to another replica of the same cluster (owners, n) counts a slowdown,
+ *   once. n == 0: process exit; nothing is being connected.
+ */
+static void sweep(int fd, const struct rlb_owner *owners, size_t n)
+{
+	int64_t now = rlb_monotonic_ms();
+
+	for (size_t k = 0; k < RECENT_MAX; k++) {
+		int v = atomic_load_explicit(&recent[k], memory_order_relaxed);
+		struct rlb_owner its[RLB_MAX_OWNERS];
+		struct conn_policy pol;
+		struct pending_connect p;
+		struct fd_slot *s;
+		uint32_t seq, slowed;
+		bool gone, other;
+		size_t ni;
+
+		if (v == 0 || v - 1 == fd || !(s = fd_slot(v - 1)) ||
+		    !(seq = atomic_load_explicit(&s->pending,
+						 memory_order_acquire)))
+			continue;
+		slot_load(s, &p);
+		gone = p.ino != (uint64_t)socket_ino(v - 1);
+		ni = find_owners(&p.d, its, &pol);
+		other = n && other_replica_same_cluster(owners, n, its, ni);
+		if (!gone && n && !other)
+			continue;
+		if (gone || !n) {
+			if (!take_entry(v - 1, seq, &p))
+				continue;
+			if (gone || still_connecting(v - 1)) {
+				int64_t age = now - p.start_ms;
+
+				if (age >= p.timeout_ms)
+					report_dest(&p.d, ETIMEDOUT, age,
+						    false);
+				else if (other && !p.slowed)
+					report_dest(&p.d, ETIMEDOUT, -1, true);
+			}
+			continue;
+		}
+		/* Still pending while another replica is tried: slow. */
+		slowed = atomic_load(&s->slowed);
+		if (slowed != seq && still_connecting(v - 1) &&
+		    atomic_load(&s->pending) == seq &&
+		    atomic_compare_exchange_strong(&s->slowed, &slowed, seq))
+			report_dest(&p.d, ETIMEDOUT, -1, true);
+	}
+}
+
+static void remember_dropped(const struct pending_connect *p)
+{
+	size_t victim = 0;
+
+	pthread_mutex_lock(&dropped_lock);
+	for (size_t k = 0; k < DROPPED_MAX; k++)
+		if (dropped[k].at_ms < dropped[victim].at_ms)
+			victim = k;
+	if (dropped[victim].at_ms == 0)
+		atomic_fetch_add(&ndropped, 1);
+	dropped[victim].d = p->d;
+	dropped[victim].at_ms = rlb_monotonic_ms();
+	dropped[victim].timeout_ms = p->timeout_ms;
+	pthread_mutex_unlock(&dropped_lock);
+}
+
+/*
+ * A connect to a replica (owners, n) starts: attempts dropped young in
+ * the last bound's time that were for another replica of one of the same
+ * clusters were slow; count each once.
+ */
+static void match_dropped(const struct rlb_owner *owners, size_t n)
+{
+	int64_t now = rlb_monotonic_ms();
+	struct dest slow[DROPPED_MAX];
+	size_t nslow = 0;
+
+	if (!atomic_load_explicit(&ndropped, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&dropped_lock);
+	for (size_t k = 0; k < DROPPED_MAX; k++) {
+		struct rlb_owner its[RLB_MAX_OWNERS];
+		struct conn_policy pol;
+		size_t ni;
+
+		if (dropped[k].at_ms == 0)
+			continue;
+		if (now - dropped[k].at_ms > dropped[k].timeout_ms) {
+			dropped[k].at_ms = 0; /* too long ago to be a move */
+			atomic_fetch_sub(&ndropped, 1);
+			continue;
+		}
+		ni = find_owners(&dropped[k].d, its, &pol);
+		if (!other_replica_same_cluster(owners, n, its, ni))
+			continue;
+		slow[nslow++] = dropped[k].d;
+		dropped[k].at_ms = 0;
+		atomic_fetch_sub(&ndropped, 1);
+	}
+	pthread_mutex_unlock(&dropped_lock);
+	for (size_t k = 0; k < nslow; k++)
+		report_dest(&slow[k], ETIMEDOUT, -1, true);
+}
+
+/* At exit: attempts still pending (or dropped) past their bound count. */
+static void __attribute__((destructor)) sweep_at_exit(void)
+{
+	int saved = errno;
+
+	if (atomic_load_explicit(&npending, memory_order_relaxed))
+		sweep(-1, NULL, 0);
+	errno = saved;
 }
 
 /*
@@ -397,107 +683,260 @@ maybe_replica(const struct sockaddr *sa, socklen_t len)
 	       (1ULL << (home % 64));
 }
 
-/* connect() to an address that may be a replica's: count its failure. */
-static __attribute__((noinline)) int connect_replica(int fd,
-						     const struct sockaddr *sa,
-						     socklen_t len,
-						     struct rlb_failure *f)
+/* Milliseconds of a timeval; 0 stays 0 ("no timeout"). */
+static int64_t tv_ms(const struct timeval *tv)
 {
-	struct rlb_owner owners[RLB_MAX_OWNERS];
-	struct dest d;
-	int rc, err, flags;
+	return (int64_t)tv->tv_sec * 1000 + tv->tv_usec / 1000;
+}
 
-	if (!to_dest(sa, len, &d) || !find_owners(&d, owners)) {
-		clear_pending(fd);
-		return rlb_libc()->connect(fd, sa, len);
+/*
+ * Give up a pending attempt on fd: a connect to AF_UNSPEC takes a TCP
+ * socket back to CLOSE (no packet for one in SYN_SENT), and reading
+ * SO_ERROR clears the ECONNRESET that this leaves behind, so that the
+ * program (or our failover) may connect the socket again.
+ */
+static void abort_attempt(int fd)
+{
+	struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+	socklen_t len = sizeof(int);
+	int err;
+
+	rlb_libc()->connect(fd, &unspec, sizeof(unspec));
+	rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+}
+
+/*
+ * The TCP_SYNCNT that makes the kernel give up a connect after about
+ * timeout_ms: SYNs go out at 0, 1, 3, 7 ... s (RTO doubling from 1 s),
+ * and with n retries the kernel gives up at 2^(n+1) - 1 s. The kernel's
+ * minimum, 1, gives 3 s: a non-blocking connect cannot be bounded finer
+ * without an option that would outlive the connect (TCP_USER_TIMEOUT).
+ */
+static int syncnt_for(int64_t timeout_ms)
+{
+	int n = 1;
+
+	while (n < 6 && ((int64_t)1 << (n + 1)) * 1000 - 1000 < timeout_ms)
+		n++;
+	return n;
+}
+
+/* Whether fd is a TCP socket (the only kind a bound applies to). */
+static bool is_tcp(int fd)
+{
+	int type = 0, proto = 0;
+	socklen_t l1 = sizeof(type), l2 = sizeof(proto);
+
+	return rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l1) ==
+		       0 &&
+	       type == SOCK_STREAM &&
+	       rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto,
+				      &l2) == 0 &&
+	       proto == IPPROTO_TCP;
+}
+
+/*
+ * One bounded attempt to connect fd to replica address d (design.md
+ * §5.3). Same contract as connect(); a failure that counts is reported.
+ * Blocking sockets: SO_SNDTIMEO lowered to the bound for the call only,
+ * and an attempt cut short by it is given up with ETIMEDOUT.
+ * Non-blocking sockets: TCP_SYNCNT lowered until the attempt ends.
+ */
+static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
+			   const struct dest *d, const struct conn_policy *pol,
+			   bool blocking)
+{
+	struct pending_connect p = {.d = *d, .timeout_ms = pol->timeout_ms};
+	struct timeval orig = {0}, bound;
+	socklen_t olen = sizeof(orig);
+	bool bounded = pol->timeout_ms > 0 && is_tcp(fd), lowered = false;
+	int rc, err, syncnt = 0;
+
+	p.ino = socket_ino(fd);
+	p.start_ms = rlb_monotonic_ms();
+	if (bounded && blocking &&
+	    rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &orig, &olen) ==
+		    0 &&
+	    (!timerisset(&orig) || tv_ms(&orig) > pol->timeout_ms)) {
+		bound.tv_sec = pol->timeout_ms / 1000;
+		bound.tv_usec = pol->timeout_ms % 1000 * 1000;
+		lowered = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound,
+				     sizeof(bound)) == 0;
 	}
+	if (bounded && !blocking) {
+		int want = syncnt_for(pol->timeout_ms);
+
+		olen = sizeof(syncnt);
+		if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt,
+					   &olen) == 0 &&
+		    syncnt > want &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &want,
+			       sizeof(want)) == 0)
+			p.syncnt = syncnt;
+	}
+	/* Pending from the start: a longjmp out of a blocking connect
+	 * leaves the entry for the sweep to find. */
+	set_pending(fd, &p);
 	rc = rlb_libc()->connect(fd, sa, len);
+	err = errno;
+	if (lowered)
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &orig, sizeof(orig));
 	if (rc == 0) {
 		clear_pending(fd);
 		return 0;
 	}
-	err = errno;
-	if (err == EINPROGRESS) {
-		flags = fcntl(fd, F_GETFL);
-		if (flags >= 0 && !(flags & O_NONBLOCK)) {
-			/* A blocking connect cut short by SO_SNDTIMEO. */
-			report(&d, ETIMEDOUT, -1, f);
-		} else {
-			set_pending(fd, &d);
-		}
-	} else if (err == EINTR) {
+	if (err == EINPROGRESS && !blocking) {
+		errno = err;
+		return rc; /* stays pending */
+	}
+	if (err == EINTR) {
 		/* The attempt goes on in the background. */
-		set_pending(fd, &d);
-	} else if (err != EALREADY) {
-		clear_pending(fd);
-		if (rlb_track_counts(err))
-			report(&d, err, -1, f);
+		errno = err;
+		return rc;
+	}
+	clear_pending(fd);
+	if (err == EINPROGRESS) {
+		/* Blocking, cut short by SO_SNDTIMEO: ours or the program's. */
+		if (lowered) {
+			abort_attempt(fd);
+			err = ETIMEDOUT;
+		}
+		report_dest(d, ETIMEDOUT, -1, false);
+	} else if (err != EALREADY && rlb_track_counts(err)) {
+		report_dest(d, err, -1, false);
 	}
 	errno = err;
 	return rc;
 }
 
-int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len,
-		      struct rlb_failure *f)
+/* Whether owner o is among the n replicas tried. */
+static bool tried_has(const struct rlb_owner *tried, size_t n,
+		      const struct rlb_owner *o)
 {
-	f->n = 0;
+	for (size_t i = 0; i < n; i++)
+		if (tried[i].cluster == o->cluster &&
+		    tried[i].replica == o->replica)
+			return true;
+	return false;
+}
+
+/* connect() to an address that may be a replica's. */
+static __attribute__((noinline)) int
+connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct rlb_owner owners[RLB_MAX_OWNERS], tried[TRIED_MAX];
+	const struct rlb_track_ops *o;
+	struct sockaddr_storage next;
+	struct conn_policy pol;
+	size_t n, ntried = 0;
+	socklen_t nlen;
+	bool blocking;
+	struct dest d;
+	int rc, err, flags;
+
+	if (!to_dest(sa, len, &d) || !(n = find_owners(&d, owners, &pol))) {
+		clear_pending(fd);
+		return rlb_libc()->connect(fd, sa, len);
+	}
+	sweep(fd, owners, n);
+	match_dropped(owners, n);
+	flags = fcntl(fd, F_GETFL);
+	blocking = flags >= 0 && !(flags & O_NONBLOCK);
+	rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
+	/*
+	 * connect_failover (design.md §5.4): a failure that counts is not
+	 * the program's to see while another replica of the selection is
+	 * left; the same socket connects to it, with the port resolution
+	 * would have given.
+	 */
+	while (rc != 0 && rlb_track_counts(errno) && pol.failover &&
+	       (o = atomic_load_explicit(&ops, memory_order_acquire)) &&
+	       o->next_address) {
+		err = errno;
+		for (size_t i = 0; i < n && ntried < TRIED_MAX; i++)
+			if (!tried_has(tried, ntried, &owners[i]))
+				tried[ntried++] = owners[i];
+		nlen = sizeof(next);
+		if (ntried == TRIED_MAX ||
+		    !o->next_address(tried, ntried, sa, len, &next, &nlen) ||
+		    !to_dest((struct sockaddr *)&next, nlen, &d) ||
+		    !(n = find_owners(&d, owners, &pol))) {
+			errno = err;
+			break;
+		}
+		rlb_log(RLB_LOG_DEBUG, "connect failed (%s): failing over",
+			strerror(err));
+		sa = (struct sockaddr *)&next;
+		len = nlen;
+		rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
+	}
+	return rc;
+}
+
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
 	if (!maybe_replica(sa, len)) {
 		if (atomic_load_explicit(&npending, memory_order_relaxed))
 			clear_pending(fd);
 		return rlb_libc()->connect(fd, sa, len);
 	}
-	return connect_replica(fd, sa, len, f);
+	return connect_replica(fd, sa, len);
 }
 
-int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len,
-			 struct rlb_failure *f)
+int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct fd_slot *s = fd_slot(fd);
 	struct pending_connect copy;
-	int rc = rlb_libc()->getsockopt(fd, level, name, val, len);
-	int saved = errno, err;
+	int rc, saved, err;
 
-	f->n = 0;
-	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !s ||
-	    !atomic_load_explicit(&npending, memory_order_relaxed) ||
-	    !atomic_load_explicit(&s->pending, memory_order_acquire) || !len ||
+	if (!s || !atomic_load_explicit(&npending, memory_order_relaxed) ||
+	    !atomic_load_explicit(&s->pending, memory_order_acquire))
+		return rlb_libc()->getsockopt(fd, level, name, val, len);
+	slot_load(s, &copy);
+	/* The program reads its own TCP_SYNCNT, not the bound's. */
+	if (level == IPPROTO_TCP && name == TCP_SYNCNT && copy.syncnt > 0 &&
+	    val && len && *len >= sizeof(int) &&
+	    copy.ino == (uint64_t)socket_ino(fd)) {
+		memcpy(val, &copy.syncnt, sizeof(int));
+		*len = sizeof(int);
+		return 0;
+	}
+	rc = rlb_libc()->getsockopt(fd, level, name, val, len);
+	saved = errno;
+	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !len ||
 	    *len < sizeof(int))
 		return rc;
 	memcpy(&err, val, sizeof(err));
 	if (err == 0 && still_connecting(fd))
 		goto out;
-	if (take_pending(fd, &copy) && rlb_track_counts(err))
-		report(&copy.d, err, -1, f);
+	if (take_pending(fd, &copy)) {
+		restore_syncnt(fd, &copy);
+		if (rlb_track_counts(err))
+			report_dest(&copy.d, err, -1, false);
+	}
 out:
 	errno = saved;
 	return rc;
 }
 
-/*
- * Whether the socket holds a pending error, without consuming it: poll()
- * reports POLLERR while SO_ERROR is set, and reading SO_ERROR would clear
- * it for a program that still holds the socket through another fd.
- */
-static bool has_error(int fd)
-{
-	struct pollfd p = {.fd = fd, .events = 0};
-
-	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
-}
-
-int rlb_track_close(int fd, struct rlb_failure *f)
+int rlb_track_close(int fd)
 {
 	struct pending_connect copy;
 	int saved = errno;
 
-	f->n = 0;
 	if (atomic_load_explicit(&npending, memory_order_relaxed) &&
 	    take_pending(fd, &copy)) {
-		if (still_connecting(fd))
-			report(&copy.d, ETIMEDOUT,
-			       rlb_monotonic_ms() - copy.start_ms, f);
-		else if (has_error(fd))
-			report(&copy.d, ECONNREFUSED, -1, f);
+		int64_t age = rlb_monotonic_ms() - copy.start_ms;
+
+		if (still_connecting(fd)) {
+			if (age >= copy.timeout_ms)
+				report_dest(&copy.d, ETIMEDOUT, age, false);
+			else if (!copy.slowed)
+				remember_dropped(&copy);
+		} else if (has_error(fd))
+			/* The kind of failure cannot be read without
+			 * consuming it; it counts one error whatever it is. */
+			report_dest(&copy.d, ECONNREFUSED, -1, false);
 	}
 	errno = saved;
 	return rlb_libc()->close(fd);

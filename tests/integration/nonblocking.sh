@@ -158,13 +158,23 @@ elif mode == "errno":
     rc2 = libc.close(s.detach())
     print("connect", rc, errno.errorcode.get(e, str(e)), "close", rc2,
           ctypes.get_errno())
-elif mode == "sndtimeo":
-    # blocking connect cut short by SO_SNDTIMEO: EINPROGRESS
+elif mode in ("sndtimeo", "sndtimeo_short"):
+    # blocking connect cut short by SO_SNDTIMEO: the program's own
+    # (100 ms, shorter than the bound) gives EINPROGRESS as libc does;
+    # a longer one (300 ms) loses to connect_timeout_ms (200): ETIMEDOUT.
+    # Either way the program's SO_SNDTIMEO reads back as it set it.
+    us = 100000 if mode == "sndtimeo_short" else 300000
+    tv = (0).to_bytes(8, "little") + us.to_bytes(8, "little")
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                 (0).to_bytes(8, "little") + (300000).to_bytes(8, "little"))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+    t0 = time.monotonic()
     rc = s.connect_ex(addr)
-    print("connect", errno.errorcode.get(rc, str(rc)))
+    ms = (time.monotonic() - t0) * 1000
+    print("connect", errno.errorcode.get(rc, str(rc)),
+          "in-bound" if ms < 200 + 150 else "late %d ms" % ms,
+          "sndtimeo", "kept" if s.getsockopt(socket.SOL_SOCKET,
+                                             socket.SO_SNDTIMEO, 16) == tv
+          else "changed")
     s.close()
 EOF
 
@@ -206,10 +216,16 @@ check_eq "after the timeout, the blackholed replica goes last" \
 	"127.0.0.3 127.0.0.5" "$(peek hole.cluster)"
 
 reset "SO_SNDTIMEO"
-check_eq "blocking connect with SO_SNDTIMEO 300 ms: EINPROGRESS" \
-	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS')" \
-	"$(nbpy sndtimeo hole.cluster)"
+check_eq "blocking connect with SO_SNDTIMEO 100 ms < bound: EINPROGRESS" \
+	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS in-bound sndtimeo kept')" \
+	"$(nbpy sndtimeo_short hole.cluster)"
 check_eq "SO_SNDTIMEO cut-short connect counted as timeout" "1" \
+	"$(errs hole.cluster 127.0.0.5)"
+reset "SO_SNDTIMEO longer than the bound"
+check_eq "blocking connect with SO_SNDTIMEO 300 ms > bound 200 ms: ETIMEDOUT" \
+	"$(printf 'addr 127.0.0.5\nconnect ETIMEDOUT in-bound sndtimeo kept')" \
+	"$(nbpy sndtimeo hole.cluster)"
+check_eq "bounded connect counted as timeout" "1" \
 	"$(errs hole.cluster 127.0.0.5)"
 
 reset "unpolled"

@@ -149,43 +149,11 @@ static int tcp_socket(bool nonblocking)
 		      0);
 }
 
-/*
- * The socket hooks' bodies as hooks.c runs them: tracking reports a
- * failure and the runtime counts it.
- */
-static int charged_connect(int fd, const struct sockaddr *sa, socklen_t len)
-{
-	struct rlb_failure f;
-	int rc = rlb_track_connect(fd, sa, len, &f);
-
-	rlb_runtime_charge(&f);
-	return rc;
-}
-
-static int charged_getsockopt(int fd, int level, int name, void *val,
-			      socklen_t *len)
-{
-	struct rlb_failure f;
-	int rc = rlb_track_getsockopt(fd, level, name, val, len, &f);
-
-	rlb_runtime_charge(&f);
-	return rc;
-}
-
-static int charged_close(int fd)
-{
-	struct rlb_failure f;
-	int rc = rlb_track_close(fd, &f);
-
-	rlb_runtime_charge(&f);
-	return rc;
-}
-
 static int track_connect(int fd, int port)
 {
 	struct sockaddr_in sin = loopback(port);
 
-	return charged_connect(fd, (void *)&sin, sizeof(sin));
+	return rlb_track_connect(fd, (void *)&sin, sizeof(sin));
 }
 
 static void test_track_blocking_refused_counts(void **state)
@@ -196,7 +164,7 @@ static void test_track_blocking_refused_counts(void **state)
 	assert_int_equal(errno, ECONNREFUSED);
 	assert_int_equal(errors(R_REFUSER), 1);
 	errno = EBADMSG;
-	assert_int_equal(charged_close(fd), 0);
+	assert_int_equal(rlb_track_close(fd), 0);
 	assert_int_equal(errno, EBADMSG);
 	assert_int_equal(errors(R_REFUSER), 1);
 	assert_int_equal(errors(R_GOOD), 0);
@@ -208,7 +176,7 @@ static void test_track_other_address_not_counted(void **state)
 
 	assert_int_equal(track_connect(fd, port_other), -1);
 	assert_int_equal(errno, ECONNREFUSED);
-	charged_close(fd);
+	rlb_track_close(fd);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(errors(r), 0);
 }
@@ -222,7 +190,7 @@ static void test_track_success_not_counted(void **state)
 	afd = accept(listen_ok, NULL, NULL);
 	assert_true(afd >= 0);
 	close(afd);
-	assert_int_equal(charged_close(fd), 0);
+	assert_int_equal(rlb_track_close(fd), 0);
 	assert_int_equal(errors(R_GOOD), 0);
 }
 
@@ -243,15 +211,15 @@ static void test_track_nonblocking_refused_counts_once(void **state)
 	if (rc == -1 && errno == EINPROGRESS) {
 		wait_writable(fd);
 		assert_int_equal(errors(R_REFUSER), 0);
-		assert_int_equal(charged_getsockopt(fd, SOL_SOCKET, SO_ERROR,
-						    &err, &len),
+		assert_int_equal(rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR,
+						      &err, &len),
 				 0);
 		assert_int_equal(err, ECONNREFUSED);
 	} else {
 		assert_int_equal(errno, ECONNREFUSED);
 	}
 	assert_int_equal(errors(R_REFUSER), 1);
-	charged_close(fd);
+	rlb_track_close(fd);
 	assert_int_equal(errors(R_REFUSER), 1);
 }
 
@@ -262,7 +230,7 @@ static void test_track_nonblocking_refused_seen_at_close(void **state)
 	if (track_connect(fd, port_closed) == -1 && errno == EINPROGRESS)
 		wait_writable(fd);
 	/* The program never asked SO_ERROR; close still finds it. */
-	charged_close(fd);
+	rlb_track_close(fd);
 	assert_int_equal(errors(R_REFUSER), 1);
 }
 
@@ -276,12 +244,12 @@ static void test_track_pending_closed_early_not_counted(void **state)
 	/* Still pending: SO_ERROR 0 changes nothing; a repeated connect
 	 * says EALREADY, which does not count either. */
 	assert_int_equal(
-		charged_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+		rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
 	assert_int_equal(err, 0);
 	assert_int_equal(track_connect(fd, port_full), -1);
 	assert_int_equal(errno, EALREADY);
 	/* A happy-eyeballs loser, abandoned quickly. */
-	charged_close(fd);
+	rlb_track_close(fd);
 	assert_int_equal(errors(R_BLACKHOLE), 0);
 }
 
@@ -292,7 +260,7 @@ static void test_track_pending_abandoned_late_counts(void **state)
 	assert_int_equal(track_connect(fd, port_full), -1);
 	assert_int_equal(errno, EINPROGRESS);
 	usleep((TIMEOUT_MS + 50) * 1000);
-	charged_close(fd);
+	rlb_track_close(fd);
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
 
@@ -305,7 +273,7 @@ static void test_track_blocking_sndtimeo_counts(void **state)
 	assert_int_equal(track_connect(fd, port_full), -1);
 	assert_int_equal(errno, EINPROGRESS);
 	assert_int_equal(errors(R_BLACKHOLE), 1);
-	charged_close(fd);
+	rlb_track_close(fd);
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
 
@@ -318,10 +286,11 @@ static void test_track_v4_mapped_counts_as_v4(void **state)
 	sin6.sin6_port = htons(port_closed);
 	assert_int_equal(
 		inet_pton(AF_INET6, "::ffff:127.0.0.1", &sin6.sin6_addr), 1);
-	assert_int_equal(charged_connect(fd, (void *)&sin6, sizeof(sin6)), -1);
+	assert_int_equal(rlb_track_connect(fd, (void *)&sin6, sizeof(sin6)),
+			 -1);
 	assert_int_equal(errno, ECONNREFUSED);
 	assert_int_equal(errors(R_REFUSER), 1);
-	charged_close(fd);
+	rlb_track_close(fd);
 }
 
 static void test_track_counted_errnos(void **state)
@@ -350,7 +319,7 @@ static void test_track_reused_fd_not_blamed(void **state)
 	fd2 = tcp_socket(false);
 	assert_int_equal(fd2, fd);
 	usleep((TIMEOUT_MS + 50) * 1000);
-	charged_close(fd2);
+	rlb_track_close(fd2);
 	assert_int_equal(errors(R_BLACKHOLE), 0);
 }
 
