@@ -186,6 +186,13 @@ static void apply_env(struct rlb_cfg_parser *p,
 		for (size_t i = 0; i < cfg->nclusters; i++)
 			cfg->clusters[i].s.load_balancing = policy;
 	}
+	/* REPLICALB_CONNECT_FAILOVER=1 (the wrapper's --failover): every
+	 * cluster fails over; "0" leaves the config's choice. */
+	if (src->env_failover && strcmp(src->env_failover, "0") != 0) {
+		cfg->defaults.connect_failover = true;
+		for (size_t i = 0; i < cfg->nclusters; i++)
+			cfg->clusters[i].s.connect_failover = true;
+	}
 	if (src->env_hostname) {
 		free(cfg->local_hostname);
 		cfg->local_hostname = rlb_cfg_strdup(p, src->env_hostname);
@@ -277,6 +284,7 @@ void rlb_config_source_from_env(struct rlb_config_source *src)
 	src->app = rlb_config_app_name();
 	src->env_policy = rlb_env("REPLICALB_LOAD_BALANCING");
 	src->env_hostname = rlb_env("REPLICALB_HOSTNAME");
+	src->env_failover = rlb_env("REPLICALB_CONNECT_FAILOVER");
 	src->env_state_dir = rlb_env("REPLICALB_STATE_DIR");
 	src->env_log_level = rlb_env("REPLICALB_LOG_LEVEL");
 }

@@ -10,16 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "rlb.h"
 
 #define CTL_NAME "replicalbctl"
 
 /* Command options, each allowed only with the commands that name it. */
-#define CTL_OPT_COUNT	(1u << 0) /* resolve -n */
-#define CTL_OPT_PEEK	(1u << 1) /* resolve --peek */
-#define CTL_OPT_VERBOSE (1u << 2) /* resolve -v */
-#define CTL_OPT_JSON	(1u << 3) /* status --json */
+#define CTL_OPT_COUNT	 (1u << 0) /* resolve -n */
+#define CTL_OPT_PEEK	 (1u << 1) /* resolve --peek */
+#define CTL_OPT_VERBOSE	 (1u << 2) /* resolve -v */
+#define CTL_OPT_JSON	 (1u << 3) /* status, probe --json */
+#define CTL_OPT_INTERVAL (1u << 4) /* probe --interval */
 
 /* Room for "[host]:port". */
 #define CTL_LABEL_MAX (RLB_MAX_HOST + 16)
@@ -33,6 +35,7 @@ struct ctl_opts {
 	const char *app;      /* -a APP or NULL */
 	const char *hostname; /* -H NAME or NULL */
 	const char *count;    /* -n COUNT as given, or NULL */
+	const char *interval; /* --interval S as given, or NULL */
 	unsigned given;	      /* CTL_OPT_* seen */
 	int nargs;	      /* positional arguments, command first */
 	char **args;
@@ -69,6 +72,8 @@ static const char usage_text[] =
 	"  reset [CLUSTER [HOST[:PORT]]]\n"
 	"                            zero error counts\n"
 	"  policies                  list the load_balancing policies\n"
+	"  probe [--interval S] [--json]\n"
+	"                            connect to every replica, count failures\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE         config file; default: $REPLICALB_CONFIG,\n"
@@ -79,7 +84,8 @@ static const char usage_text[] =
 	"  -n, --count COUNT         resolve: number of selections\n"
 	"      --peek                resolve: change no shared state\n"
 	"  -v, --verbose             resolve: show each replica's key\n"
-	"      --json                status: print one JSON object\n"
+	"      --json                status, probe: print JSON\n"
+	"      --interval S          probe: again every S seconds, forever\n"
 	"  -h, --help                show this help\n"
 	"      --version             show the version\n";
 
@@ -476,6 +482,128 @@ static int cmd_record_error(struct rlb_config *cfg, const struct ctl_opts *o)
 	return 0;
 }
 
+static struct rlb_config *load_config(const struct ctl_opts *o);
+static const char *local_fqdn(void);
+
+/* Why a probe of r failed, in words. */
+static const char *probe_why(const struct rlb_probe_result *r)
+{
+	if (r->ok)
+		return NULL;
+	if (r->gai)
+		return gai_strerror(r->gai);
+	if (r->err == EDESTADDRREQ)
+		return "no port of its own (the program's): not probed";
+	return strerror(r->err);
+}
+
+static void probe_print(const struct rlb_config *cfg,
+			const struct rlb_probe_result *res, size_t n, bool json)
+{
+	if (json)
+		fputs("{\"time\": ", stdout);
+	if (json)
+		printf("%" PRId64 ", \"probes\": [", rlb_now());
+	for (size_t k = 0; k < n; k++) {
+		const struct rlb_probe_result *r = &res[k];
+		const struct rlb_cluster *c = &cfg->clusters[r->cluster];
+		const char *why = probe_why(r);
+		char label[CTL_LABEL_MAX];
+
+		if (!json) {
+			if (k == 0 || res[k - 1].cluster != r->cluster)
+				printf("CLUSTER %s\n", c->name);
+			replica_label(&c->replicas[r->replica], label,
+				      sizeof(label));
+			if (r->ok)
+				printf("  %s %s ok %" PRId64 " ms\n", label,
+				       r->address, r->ms);
+			else
+				printf("  %s %s failed: %s%s\n", label,
+				       r->address[0] ? r->address : "-", why,
+				       r->counted ? " (error counted)" : "");
+			continue;
+		}
+		fputs(k ? ", {\"cluster\": " : "{\"cluster\": ", stdout);
+		json_string(c->name);
+		fputs(", \"host\": ", stdout);
+		json_string(c->replicas[r->replica].host);
+		if (r->port)
+			printf(", \"port\": %d", r->port);
+		else
+			fputs(", \"port\": null", stdout);
+		fputs(", \"address\": ", stdout);
+		if (r->address[0])
+			json_string(r->address);
+		else
+			fputs("null", stdout);
+		printf(", \"ok\": %s, \"ms\": ", r->ok ? "true" : "false");
+		if (r->ok)
+			printf("%" PRId64, r->ms);
+		else
+			fputs("null", stdout);
+		printf(", \"counted\": %s, \"error\": ",
+		       r->counted ? "true" : "false");
+		if (why)
+			json_string(why);
+		else
+			fputs("null", stdout);
+		putchar('}');
+	}
+	if (json)
+		puts("]}");
+	fflush(stdout);
+}
+
+/* One pass over cfg; 0 when every probed replica answered, else 3. */
+static int probe_pass(struct rlb_config *cfg, bool json)
+{
+	struct rlb_probe_result *res;
+	size_t n = 0;
+	int rc = 0;
+
+	res = rlb_probe(cfg, &n);
+	if (!res) {
+		ctl_error("out of memory");
+		return 1;
+	}
+	probe_print(cfg, res, n, json);
+	for (size_t k = 0; k < n; k++)
+		if (res[k].counted)
+			rc = 3;
+	free(res);
+	return rc;
+}
+
+static int cmd_probe(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	bool json = o->given & CTL_OPT_JSON;
+	struct rlb_snapshot *snap = NULL;
+	uint64_t interval = 0;
+	int rc;
+
+	if (o->interval &&
+	    !parse_positive(o->interval, 24 * 3600 * 365, &interval))
+		return ctl_usage_error("S must be a positive integer: %s",
+				       o->interval);
+	rc = probe_pass(cfg, json);
+	while (interval) {
+		struct rlb_config *next;
+
+		sleep((unsigned)interval);
+		/* Every pass reads the config again; a broken edit keeps
+		 * the last good one. */
+		next = load_config(o);
+		if (next) {
+			rlb_snapshot_put(snap);
+			snap = rlb_snapshot_new(next, local_fqdn, false);
+		}
+		rc = probe_pass(snap ? snap->cfg : cfg, json);
+	}
+	rlb_snapshot_put(snap);
+	return rc;
+}
+
 static int cmd_reset(struct rlb_config *cfg, const struct ctl_opts *o)
 {
 	struct rlb_cluster *c;
@@ -513,14 +641,12 @@ static const struct ctl_cmd commands[] = {
 	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
 	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
 	{"policies", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_policies},
+	{"probe", 0, 0, CTL_OPT_JSON | CTL_OPT_INTERVAL, CTL_NEEDS_RUNTIME,
+	 cmd_probe},
 };
 
 static const char *const opt_names[] = {"-n", "--peek", "-v", "--json"};
 
-/*
- * Load the config as the library would, with -c/-a/-H in place of the
- * environment, and report why not. Returns the config or NULL.
- */
 /* This host's FQDN, looked up once, as the library does. */
 static const char *local_fqdn(void)
 {
@@ -531,6 +657,10 @@ static const char *local_fqdn(void)
 	return fqdn;
 }
 
+/*
+ * Load the config as the library would, with -c/-a/-H in place of the
+ * environment, and report why not. Returns the config or NULL.
+ */
 static struct rlb_config *load_config(const struct ctl_opts *o)
 {
 	struct rlb_config_source src;
@@ -563,7 +693,7 @@ static struct rlb_config *load_config(const struct ctl_opts *o)
  */
 static int parse_args(int argc, char **argv, struct ctl_opts *o)
 {
-	enum { OPT_PEEK = 256, OPT_JSON, OPT_VERSION };
+	enum { OPT_PEEK = 256, OPT_JSON, OPT_VERSION, OPT_INTERVAL };
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"app", required_argument, NULL, 'a'},
@@ -572,6 +702,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		{"peek", no_argument, NULL, OPT_PEEK},
 		{"verbose", no_argument, NULL, 'v'},
 		{"json", no_argument, NULL, OPT_JSON},
+		{"interval", required_argument, NULL, OPT_INTERVAL},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -617,6 +748,10 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			break;
 		case OPT_JSON:
 			o->given |= CTL_OPT_JSON;
+			break;
+		case OPT_INTERVAL:
+			o->interval = optarg;
+			o->given |= CTL_OPT_INTERVAL;
 			break;
 		case 'h':
 			fputs(synopsis, stdout);

@@ -3,6 +3,7 @@
 #define RLB_H
 
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -238,6 +239,7 @@ struct rlb_config_source {
 	const char *app;	   /* per-app name; NULL: no app file */
 	const char *env_policy;	   /* REPLICALB_LOAD_BALANCING */
 	const char *env_hostname;  /* REPLICALB_HOSTNAME */
+	const char *env_failover;  /* REPLICALB_CONNECT_FAILOVER */
 	const char *env_state_dir; /* REPLICALB_STATE_DIR */
 	const char *env_log_level; /* REPLICALB_LOG_LEVEL */
 };
@@ -439,6 +441,35 @@ struct rlb_failure {
  */
 void rlb_snapshot_charge(struct rlb_snapshot *snap,
 			 const struct rlb_failure *f);
+
+/* ------------------------------------------------------------------ */
+/* probe.c */
+
+/* What probing one replica found. */
+struct rlb_probe_result {
+	size_t cluster;	  /* index in cfg->clusters */
+	size_t replica;	  /* index in its cluster */
+	int port;	  /* probed port; 0: none known (the program's) */
+	bool ok;	  /* connected on some address */
+	bool counted;	  /* its failure counted one error */
+	int err;	  /* errno of the last failed attempt, else 0 */
+	int gai;	  /* EAI_* when the host did not resolve, else 0 */
+	int64_t start_ms; /* monotonic start */
+	int64_t ms;	  /* time to connect, when ok */
+	char address[INET6_ADDRSTRLEN]; /* the address that answered or
+					 * failed last; "" if none */
+};
+
+/*
+ * Probe every replica of cfg (a snapshot's, health attached): TCP
+ * connects to each of its addresses (literals, else the real resolver's
+ * answer) on its port, all at once, each given up after its cluster's
+ * connect_timeout_ms. A replica that connects on none counts one error,
+ * as a program's failed connect would; one without a port of its own is
+ * skipped. Returns *nresults results in config order (free()), or NULL
+ * when out of memory.
+ */
+struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults);
 
 /* ------------------------------------------------------------------ */
 /* libc.c */
