@@ -2,7 +2,7 @@
 # packages the build and the tests need are installed.
 # shellcheck shell=bash
 
-RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev \
+RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev binutils \
 libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
 python3 valgrind file procps clang-format"
 

@@ -47,6 +47,14 @@ uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed);
 uint32_t rlb_random_u32(void);
 void rlb_util_after_fork_child(void);
 
+/*
+ * Test seam: from now on rlb_random_u32() in the calling thread returns
+ * fn(arg) instead, so that a test can script the draws of a selection.
+ * fn NULL restores the generator. Other threads keep theirs; a child
+ * forked by this thread inherits the source.
+ */
+void rlb_random_set_source(uint32_t (*fn)(void *arg), void *arg);
+
 /* Wall clock in whole seconds (time(NULL)); monotonic milliseconds. */
 int64_t rlb_now(void);
 int64_t rlb_monotonic_ms(void);

@@ -45,6 +45,9 @@ uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed)
 static atomic_uint fork_generation;
 static RLB_TLS uint64_t rng_state;
 static RLB_TLS unsigned rng_generation;
+/* Set by tests (rlb_random_set_source); NULL in the library. */
+static RLB_TLS uint32_t (*rng_source)(void *arg);
+static RLB_TLS void *rng_source_arg;
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -80,6 +83,8 @@ uint32_t rlb_random_u32(void)
 		atomic_load_explicit(&fork_generation, memory_order_relaxed) +
 		1;
 
+	if (rng_source)
+		return rng_source(rng_source_arg);
 	if (rng_generation != gen)
 		rng_seed(gen);
 	/* xorshift64* */
@@ -87,6 +92,12 @@ uint32_t rlb_random_u32(void)
 	rng_state ^= rng_state << 25;
 	rng_state ^= rng_state >> 27;
 	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dULL) >> 32);
+}
+
+void rlb_random_set_source(uint32_t (*fn)(void *arg), void *arg)
+{
+	rng_source = fn;
+	rng_source_arg = arg;
 }
 
 void rlb_util_after_fork_child(void)

@@ -144,6 +144,31 @@ out=$(LD_PRELOAD="libm.so.6 $LIB" "$RLB" -q --env)
 got=$(eval "$out"; printf '%s|%s' "$LD_PRELOAD" "$REPLICALB_LOG_LEVEL")
 check "--env keeps other LD_PRELOAD entries, -q" "$LIB libm.so.6|none" "$got"
 
+# A sanitizer runtime must stay first or it aborts. Paths that do not
+# exist: the loader only warns (on stderr) while running the wrapper.
+san=$tmp/san
+out=$(LD_PRELOAD="libm.so.6 $san/libasan.so.8" "$RLB" --env 2>/dev/null)
+got=$(eval "$out"; printf '%s' "$LD_PRELOAD")
+check "--env: an ASan runtime stays first" "$san/libasan.so.8 $LIB libm.so.6" \
+	"$got"
+out=$(LD_PRELOAD="libm.so.6:$san/libtsan.so.2 $LIB $san/libubsan.so.1:$san/libclang_rt.asan-x86_64.so" \
+	"$RLB" --env 2>/dev/null)
+got=$(eval "$out"; printf '%s' "$LD_PRELOAD")
+check "--env: TSan, UBSan, clang runtimes first, in order" \
+	"$san/libtsan.so.2 $san/libubsan.so.1 $san/libclang_rt.asan-x86_64.so $LIB libm.so.6" \
+	"$got"
+# The real runtime, when gcc has one: a program runs instead of aborting
+# with "ASan runtime does not come first".
+asan=$(gcc -print-file-name=libasan.so 2>/dev/null)
+asan=$(readlink -f "$asan" 2>/dev/null)
+if [ -f "$asan" ]; then
+	out=$(LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0 \
+		"$RLB" /bin/echo ran 2>&1)
+	check "a program runs with the ASan runtime preloaded" "ran" "$out"
+else
+	echo "skip - ASan runtime: gcc has no libasan.so here"
+fi
+
 "$RLB" --env true >/dev/null 2>&1
 check "--env with a command: exit 2" 2 "$?"
 

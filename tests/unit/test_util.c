@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,6 +64,67 @@ static void test_util_random_reseeded_after_fork(void **state)
 	close(fds[1]);
 	/* Without the reseed the child would repeat the parent's draws. */
 	assert_memory_not_equal(parent, child, sizeof(child));
+}
+
+/* A scripted source: the next of n values, round and round. */
+struct script {
+	const uint32_t *v;
+	size_t n, next;
+};
+
+static uint32_t script_next(void *arg)
+{
+	struct script *s = arg;
+
+	return s->v[s->next++ % s->n];
+}
+
+static void test_util_random_source_scripts_draws(void **state)
+{
+	static const uint32_t v[] = {7, 0, UINT32_MAX};
+	struct script s = {v, 3, 0};
+	uint32_t after[4];
+
+	rlb_random_set_source(script_next, &s);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(rlb_random_u32(), v[i % 3]);
+	rlb_random_set_source(NULL, NULL);
+	assert_int_equal(s.next, 6);
+	/* The generator again: not the script, and the script is not asked. */
+	for (int i = 0; i < 4; i++)
+		after[i] = rlb_random_u32();
+	assert_int_equal(s.next, 6);
+	assert_false(after[0] == 7 && after[1] == 0 && after[2] == UINT32_MAX &&
+		     after[3] == 7);
+}
+
+static uint32_t always_zero(void *arg)
+{
+	return 0;
+}
+
+static void *draw_four(void *arg)
+{
+	uint32_t *out = arg;
+
+	for (int i = 0; i < 4; i++)
+		out[i] = rlb_random_u32();
+	return NULL;
+}
+
+static void test_util_random_source_per_thread(void **state)
+{
+	uint32_t other[4];
+	pthread_t t;
+
+	rlb_random_set_source(always_zero, NULL);
+	assert_int_equal(pthread_create(&t, NULL, draw_four, other), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(rlb_random_u32(), 0);
+	rlb_random_set_source(NULL, NULL);
+	/* Four zeros from the generator: odds of 2^-128. */
+	assert_false(other[0] == 0 && other[1] == 0 && other[2] == 0 &&
+		     other[3] == 0);
 }
 
 static void test_util_ascii_lower(void **state)
@@ -154,6 +216,8 @@ int main(void)
 		cmocka_unit_test(test_util_hash_never_reserved),
 		cmocka_unit_test(test_util_random_spread),
 		cmocka_unit_test(test_util_random_reseeded_after_fork),
+		cmocka_unit_test(test_util_random_source_scripts_draws),
+		cmocka_unit_test(test_util_random_source_per_thread),
 		cmocka_unit_test(test_util_ascii_lower),
 		cmocka_unit_test(test_util_diag_collects),
 		cmocka_unit_test(test_util_log_prefix_and_levels),
