@@ -125,7 +125,7 @@ check_match "REPLICALB_LIBRARY missing: exit 2" "2 *none.so*" "$rc $out"
 echo 'clusters = ();' > "$tmp/empty.conf"
 awkward="it's \"x\" \$HOME \\ \`y\` ;"
 out=$(cd "$tmp" && "$RLB" -c empty.conf -p round_robin -a "$awkward" \
-	-H host.example -d --env)
+	-H host.example -d --failover --env)
 rc=$?
 check "--env exits 0" 0 "$rc"
 check_match "--env prints only export lines" "export LD_PRELOAD=*" "$out"
@@ -134,10 +134,11 @@ got=$(
 	eval "$out" || echo "eval failed"
 	printf '%s|' "$LD_PRELOAD" "$REPLICALB_CONFIG" \
 		"$REPLICALB_LOAD_BALANCING" "$REPLICALB_APP" \
-		"$REPLICALB_HOSTNAME" "$REPLICALB_LOG_LEVEL"
+		"$REPLICALB_HOSTNAME" "$REPLICALB_LOG_LEVEL" \
+		"$REPLICALB_CONNECT_FAILOVER"
 )
 check "--env output evaluates to every variable" \
-	"$LIB|$(cd "$tmp" && pwd -P)/empty.conf|round_robin|$awkward|host.example|debug|" \
+	"$LIB|$(cd "$tmp" && pwd -P)/empty.conf|round_robin|$awkward|host.example|debug|1|" \
 	"$got"
 
 out=$(LD_PRELOAD="libm.so.6 $LIB" "$RLB" -q --env)
