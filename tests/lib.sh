@@ -408,6 +408,25 @@ replica_errors()
 	replica_stat "$1" "$2" errors
 }
 
+# cluster_errors CLUSTER : the error counts of all the cluster's replicas,
+# in config order, on one line ("1 0 0"); one status call for them all.
+cluster_errors()
+{
+	rlbctl status --json 2>/dev/null | $PY -c '
+import json, sys
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    print("bad-json")
+    sys.exit(0)
+for c in doc.get("clusters", []):
+    if c.get("name", "").lower() == sys.argv[1].lower():
+        print(" ".join(str(r.get("errors")) for r in c.get("replicas", [])))
+        sys.exit(0)
+print("missing")
+' "$1"
+}
+
 # now_ms : wall-clock milliseconds, for timing a command:
 #	t0=$(now_ms); out=$(timeout 10 cmd); ms=$(($(now_ms) - t0))
 now_ms()
