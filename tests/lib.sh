@@ -435,6 +435,29 @@ now_ms()
 	echo $((t / 1000))
 }
 
+# write_elapsed_py : $T/elapsed.py, for python clients whose time a test
+# bounds: `import elapsed` (after the other imports) writes, at exit, the
+# milliseconds since then to $ELAPSED_MS_FILE if set. Interpreter start-up
+# on a loaded machine can take half a second; this leaves it out.
+write_elapsed_py()
+{
+	cat >"$T/elapsed.py" <<'EOF'
+import atexit, os, time
+
+_t0 = time.monotonic()
+
+
+def _write():
+    path = os.environ.get("ELAPSED_MS_FILE")
+    if path:
+        with open(path, "w") as f:
+            f.write("%d\n" % ((time.monotonic() - _t0) * 1000))
+
+
+atexit.register(_write)
+EOF
+}
+
 # wait_until SECONDS CMD... : poll CMD every 0.1 s until it succeeds.
 wait_until()
 {
