@@ -38,11 +38,17 @@
  *                        nonblock only), read with raw system calls
  *   reply: LAST-LINE     the reply's last line (replica_server.py's body)
  *   end: OPTIONS         after the reply, raw system calls
- *   end-libc: OPTIONS    after the reply, through libc (and its hooks)
- * OPTIONS is "user_timeout=MS syncnt=N sndtimeo=S.US rcvtimeo=S.US
- * keepalive=N nonblock=N". The raw reads show what the kernel holds, even
- * if a hook were to answer getsockopt() itself. Each failed address is
- * reported on stderr. Exit status 0 when a reply came, 1 when no address
+ *   end-libc: OPTIONS    after the reply, through libc (and its hooks),
+ *                        with syncnt=N after user_timeout
+ * OPTIONS is "user_timeout=MS sndtimeo=S.US rcvtimeo=S.US keepalive=N
+ * nonblock=N". The raw reads show what the kernel holds for the
+ * established connection, even if a hook were to answer getsockopt()
+ * itself. They leave out TCP_SYNCNT: it only counts SYN retransmits, so a
+ * value left over from the connect changes nothing once connected, and in
+ * nopeek mode no hooked call comes between connect() and these reads
+ * that could have restored it; the program's getsockopt() must see its
+ * own value. Each failed address is reported on stderr. Exit status 0
+ * when a reply came, 1 when no address
  * could be used, 2 on usage errors.
  */
 
@@ -74,7 +80,9 @@ static void print_opts(const char *label, int fd, int raw)
 
 	get_opt(fd, raw, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
 		sizeof(user_timeout));
-	get_opt(fd, raw, IPPROTO_TCP, TCP_SYNCNT, &syncnt, sizeof(syncnt));
+	if (!raw)
+		get_opt(fd, raw, IPPROTO_TCP, TCP_SYNCNT, &syncnt,
+			sizeof(syncnt));
 	get_opt(fd, raw, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof(snd));
 	get_opt(fd, raw, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof(rcv));
 	get_opt(fd, raw, SOL_SOCKET, SO_KEEPALIVE, &keepalive,
@@ -83,10 +91,13 @@ static void print_opts(const char *label, int fd, int raw)
 		flags = (int)syscall(SYS_fcntl, fd, F_GETFL);
 	else
 		flags = fcntl(fd, F_GETFL);
-	printf("%s: user_timeout=%d syncnt=%d sndtimeo=%ld.%06ld "
-	       "rcvtimeo=%ld.%06ld keepalive=%d nonblock=%d\n",
-	       label, user_timeout, syncnt, (long)snd.tv_sec, (long)snd.tv_usec,
-	       (long)rcv.tv_sec, (long)rcv.tv_usec, keepalive,
+	printf("%s: user_timeout=%d", label, user_timeout);
+	if (!raw)
+		printf(" syncnt=%d", syncnt);
+	printf(" sndtimeo=%ld.%06ld rcvtimeo=%ld.%06ld keepalive=%d "
+	       "nonblock=%d\n",
+	       (long)snd.tv_sec, (long)snd.tv_usec, (long)rcv.tv_sec,
+	       (long)rcv.tv_usec, keepalive,
 	       flags < 0 ? -1 : !!(flags & O_NONBLOCK));
 	fflush(stdout);
 }
