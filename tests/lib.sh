@@ -105,6 +105,16 @@ check_ge()
 	esac
 }
 
+# check_le NAME MAX ACTUAL : integer ACTUAL <= MAX (e.g. elapsed ms).
+check_le()
+{
+	case $3 in
+	'' | *[!0-9]*) fail "$1" "expected a number <= $2, got [$3]" ;;
+	*) if [ "$3" -le "$2" ]; then pass "$1"; else
+		fail "$1" "expected <= $2, got $3"; fi ;;
+	esac
+}
+
 # check_empty NAME FILE : FILE exists and is empty (e.g. captured stderr).
 check_empty()
 {
@@ -302,6 +312,33 @@ stop_replica()
 	return 0
 }
 
+# start_redis NAME ADDR PORT : a real redis-server on ADDR:PORT, no
+# persistence, in the background (pidfile $T/srv-NAME.pid, so that
+# stop_replica and the cleanup trap stop it); waits until it answers PING.
+start_redis()
+{
+	local name=$1 addr=$2 port=$3 i pid
+	if ! command -v redis-server >/dev/null ||
+		! command -v redis-cli >/dev/null; then
+		echo "redis-server/redis-cli not installed (scripts/deps.sh)"
+		return 1
+	fi
+	redis-server --bind "$addr" --port "$port" --save '' \
+		--appendonly no --protected-mode no --daemonize no \
+		--dir "$T" --logfile "$T/srv-$name.out" >/dev/null 2>&1 &
+	pid=$!
+	echo "$pid" >"$T/srv-$name.pid"
+	for i in $(seq 100); do
+		[ "$(timeout 2 redis-cli -h "$addr" -p "$port" ping 2>/dev/null)" = PONG ] &&
+			return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "redis $name ($addr:$port) did not start:"
+	sed 's/^/    | /' "$T/srv-$name.out" 2>/dev/null
+	return 1
+}
+
 # ---------------------------------------------------------------------
 # Running things
 
@@ -336,13 +373,14 @@ peek()
 	rlbctl resolve --peek "$1"
 }
 
-# replica_errors CLUSTER HOST[:PORT] : the replica's error count from
-# `replicalbctl status --json`, or "missing" / "bad-json".
-replica_errors()
+# replica_stat CLUSTER HOST[:PORT] KEY : one key of the replica's object in
+# `replicalbctl status --json` (errors, slowdowns, ...), or "missing" (no
+# such replica or key) / "bad-json".
+replica_stat()
 {
 	rlbctl status --json 2>/dev/null | $PY -c '
 import json, sys
-cluster, host = sys.argv[1], sys.argv[2]
+cluster, host, key = sys.argv[1], sys.argv[2], sys.argv[3]
 port = None
 if host.count(":") == 1:
     host, port = host.split(":")
@@ -357,10 +395,67 @@ for c in doc.get("clusters", []):
         continue
     for r in c.get("replicas", []):
         if r.get("host") == host and (port is None or r.get("port") == port):
-            print(r.get("errors"))
+            print(r.get(key, "missing"))
             sys.exit(0)
 print("missing")
-' "$1" "$2"
+' "$1" "$2" "$3"
+}
+
+# replica_errors CLUSTER HOST[:PORT] : the replica's error count from
+# `replicalbctl status --json`, or "missing" / "bad-json".
+replica_errors()
+{
+	replica_stat "$1" "$2" errors
+}
+
+# cluster_errors CLUSTER : the error counts of all the cluster's replicas,
+# in config order, on one line ("1 0 0"); one status call for them all.
+cluster_errors()
+{
+	rlbctl status --json 2>/dev/null | $PY -c '
+import json, sys
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    print("bad-json")
+    sys.exit(0)
+for c in doc.get("clusters", []):
+    if c.get("name", "").lower() == sys.argv[1].lower():
+        print(" ".join(str(r.get("errors")) for r in c.get("replicas", [])))
+        sys.exit(0)
+print("missing")
+' "$1"
+}
+
+# now_ms : wall-clock milliseconds, for timing a command:
+#	t0=$(now_ms); out=$(timeout 10 cmd); ms=$(($(now_ms) - t0))
+now_ms()
+{
+	local t=${EPOCHREALTIME/./}
+	echo $((t / 1000))
+}
+
+# write_elapsed_py : $T/elapsed.py, for python clients whose time a test
+# bounds: `import elapsed` (after the other imports) writes, at exit, the
+# milliseconds since then to $ELAPSED_MS_FILE if set. Interpreter start-up
+# on a loaded machine can take half a second; this leaves it out.
+write_elapsed_py()
+{
+	cat >"$T/elapsed.py" <<'EOF'
+import atexit, os, time
+
+_t0 = time.monotonic()
+
+
+def _write():
+    path = os.environ.get("ELAPSED_MS_FILE")
+    if path:
+        with open(path, "w") as f:
+            f.write("%d\n" % ((time.monotonic() - _t0) * 1000))
+
+
+atexit.register(_write)
+EOF
 }
 
 # wait_until SECONDS CMD... : poll CMD every 0.1 s until it succeeds.

@@ -5,9 +5,12 @@ Stdlib only. Listens on --host:--port and identifies itself by --name:
 
   --mode http       any GET is answered "replica=NAME\\n" (threaded)
   --mode tcp        every connection gets "replica=NAME\\n", then is closed
-  --mode blackhole  a listener whose accept queue is full (listen(0), one
-                    connection queued, never accepted): further SYNs are
-                    dropped, so a connect to it stays pending
+  --mode blackhole  a silent replica: a listener whose accept queue is full
+                    (listen(0), idle connections queued, never accepted);
+                    the kernel drops further SYNs, so a connect to it is
+                    neither refused nor accepted: it stays pending until
+                    the client's own timeout. Prints "queued=N" (the idle
+                    connections it took; 1 on Linux) before "ready".
 
 Prints "ready" on stdout once listening, writes --pidfile, exits 0 on
 SIGTERM or SIGINT.
@@ -97,11 +100,20 @@ def serve_tcp(args, stop):
     s.close()
 
 
+# Idle connections a blackhole may need before its accept queue is full.
+# Linux (the listen(0) queue holds one connection) needs 1: the second
+# connect already stays pending. More means the kernel is not dropping
+# SYNs the way the tests rely on, so the helper gives up.
+BLACKHOLE_MAX_QUEUED = 4
+
+
 def serve_blackhole(args, stop):
     s = listener(args.host, args.port, 0)
     fillers = []
-    # Fill the accept queue; stop as soon as a connect stays pending.
-    for _ in range(8):
+    queued = 0
+    # Fill the accept queue; stop as soon as a connect stays pending. A
+    # connect that fails (refused, reset) means this is no blackhole.
+    while True:
         c = socket.socket(s.family, socket.SOCK_STREAM)
         c.setblocking(False)
         c.connect_ex((args.host, args.port))
@@ -109,8 +121,15 @@ def serve_blackhole(args, stop):
         _, w, _ = select.select([], [c], [], 0.3)
         if not w:
             break
-    else:
-        raise RuntimeError("blackhole: accept queue never filled")
+        err = c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            raise RuntimeError("blackhole: filler connect failed: %s"
+                               % os.strerror(err))
+        queued += 1
+        if queued > BLACKHOLE_MAX_QUEUED:
+            raise RuntimeError("blackhole: accept queue not full after %d "
+                               "connections" % queued)
+    sys.stdout.write("queued=%d\n" % queued)
     ready()
     stop.wait()
     for c in fillers:
