@@ -376,6 +376,7 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 		q.ai_flags = AI_V4MAPPED | AI_ADDRCONFIG;
 	}
 	fast = literal_question_init(&q, service, &lq);
+	rlb_track_sweep();
 	sel = run_selection(c, false, &st, &heap);
 	if (!sel)
 		return EAI_MEMORY;
@@ -464,6 +465,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	}
 	q.ai_family = af;
 	q.ai_socktype = SOCK_STREAM;
+	rlb_track_sweep();
 	sel = run_selection(c, false, &st, &heap);
 	if (!sel) {
 		*h_errnop = NETDB_INTERNAL;

@@ -644,6 +644,12 @@ int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
 int rlb_track_getsockopt(int fd, int level, int name, void *val,
 			 socklen_t *len);
 int rlb_track_close(int fd);
+/*
+ * Settle attempts the program dropped without our close() (a raw close
+ * system call, longjmp): each older than its bound counts one error.
+ * Cheap when nothing is pending; resolution calls it.
+ */
+void rlb_track_sweep(void);
 /* Whether connect/close must look at anything at all (cheap). */
 bool rlb_track_active(void);
 /* Errno values that count as a replica error (design.md §5). */

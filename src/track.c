@@ -203,6 +203,44 @@ static bool same_addr(const struct dest *a, const struct dest *b)
 	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
 }
 
+/*
+ * The sockaddr of d for socket fd: in fd's family (an IPv4 destination of
+ * an AF_INET6 socket is v4-mapped). Returns its length, 0 on failure.
+ */
+static socklen_t dest_sockaddr(int fd, const struct dest *d,
+			       struct sockaddr_storage *ss)
+{
+	int domain = 0;
+	socklen_t len = sizeof(domain);
+
+	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len))
+		return 0;
+	memset(ss, 0, sizeof(*ss));
+	if (domain == AF_INET && d->family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = d->port;
+		memcpy(&in->sin_addr, d->addr, 4);
+		return sizeof(*in);
+	}
+	if (domain == AF_INET6) {
+		struct sockaddr_in6 *in6 = (void *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = d->port;
+		if (d->family == AF_INET6) {
+			memcpy(&in6->sin6_addr, d->addr, 16);
+		} else {
+			in6->sin6_addr.s6_addr[10] = 0xff;
+			in6->sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&in6->sin6_addr.s6_addr[12], d->addr, 4);
+		}
+		return sizeof(*in6);
+	}
+	return 0;
+}
+
 void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len)
 {
@@ -363,6 +401,22 @@ static bool still_connecting(int fd)
 }
 
 /*
+ * Whether a closed-state TCP socket failed to connect: it never got a
+ * SYN-ACK, so no RTT sample and no negotiated option was ever recorded.
+ * Reads nothing the program could observe (SO_ERROR is for the program).
+ */
+static bool never_connected(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+		return false;
+	return ti.tcpi_state == TCP_CLOSE && ti.tcpi_rtt == 0 &&
+	       ti.tcpi_options == 0;
+}
+
+/*
  * Whether the socket holds a pending error, without consuming it: poll()
  * reports POLLERR while SO_ERROR is set, and reading SO_ERROR would clear
  * it for a program that still holds the socket through another fd.
@@ -473,6 +527,22 @@ static bool take_pending(int fd, struct pending_connect *copy)
 	return take_entry(fd, 0, copy) && copy->ino == (uint64_t)socket_ino(fd);
 }
 
+static void remember_dropped(const struct pending_connect *p)
+{
+	size_t victim = 0;
+
+	pthread_mutex_lock(&dropped_lock);
+	for (size_t k = 0; k < DROPPED_MAX; k++)
+		if (dropped[k].at_ms < dropped[victim].at_ms)
+			victim = k;
+	if (dropped[victim].at_ms == 0)
+		atomic_fetch_add(&ndropped, 1);
+	dropped[victim].d = p->d;
+	dropped[victim].at_ms = rlb_monotonic_ms();
+	dropped[victim].timeout_ms = p->timeout_ms;
+	pthread_mutex_unlock(&dropped_lock);
+}
+
 /* Give the program back its TCP_SYNCNT, if the bound changed it. */
 static void restore_syncnt(int fd, const struct pending_connect *p)
 {
@@ -485,11 +555,21 @@ static void restore_syncnt(int fd, const struct pending_connect *p)
 static void clear_pending(int fd)
 {
 	struct pending_connect copy;
+	int64_t age;
 
-	if (!atomic_load_explicit(&npending, memory_order_relaxed))
+	if (!atomic_load_explicit(&npending, memory_order_relaxed) ||
+	    !take_entry(fd, 0, &copy))
 		return;
-	if (take_pending(fd, &copy))
+	if (copy.ino == (uint64_t)socket_ino(fd)) {
 		restore_syncnt(fd, &copy);
+		return;
+	}
+	/* The entry was an earlier socket's, dropped without our close(). */
+	age = rlb_monotonic_ms() - copy.start_ms;
+	if (age >= copy.timeout_ms)
+		report_dest(&copy.d, ETIMEDOUT, age, false);
+	else if (!copy.slowed)
+		remember_dropped(&copy);
 }
 
 bool rlb_track_active(void)
@@ -515,15 +595,19 @@ static bool other_replica_same_cluster(const struct rlb_owner *a, size_t na,
 }
 
 /*
- * Look at every recently pending attempt other than fd's (design.md §5.2):
+ * Look at every recently pending attempt but the one on fd now being
+ * connected (design.md §5.2):
  * - one the program dropped without our close() (raw close system call,
  *   longjmp, the fd reused) counts a timeout error once older than its
  *   bound;
  * - one still pending, or dropped sooner, while the program now connects
  *   to another replica of the same cluster (owners, n) counts a slowdown,
- *   once. n == 0: process exit; nothing is being connected.
+ *   once;
+ * - at exit, every one still pending counts once older than its bound.
+ * n == 0: nothing is being connected (a resolution, or exit).
  */
-static void sweep(int fd, const struct rlb_owner *owners, size_t n)
+static void sweep(int fd, const struct rlb_owner *owners, size_t n,
+		  bool at_exit)
 {
 	int64_t now = rlb_monotonic_ms();
 
@@ -537,17 +621,19 @@ static void sweep(int fd, const struct rlb_owner *owners, size_t n)
 		bool gone, other;
 		size_t ni;
 
-		if (v == 0 || v - 1 == fd || !(s = fd_slot(v - 1)) ||
+		if (v == 0 || !(s = fd_slot(v - 1)) ||
 		    !(seq = atomic_load_explicit(&s->pending,
 						 memory_order_acquire)))
 			continue;
 		slot_load(s, &p);
 		gone = p.ino != (uint64_t)socket_ino(v - 1);
+		if (v - 1 == fd && !gone)
+			continue; /* the socket being connected now */
 		ni = find_owners(&p.d, its, &pol);
 		other = n && other_replica_same_cluster(owners, n, its, ni);
-		if (!gone && n && !other)
+		if (!gone && !at_exit && !other)
 			continue;
-		if (gone || !n) {
+		if (gone || at_exit) {
 			if (!take_entry(v - 1, seq, &p))
 				continue;
 			if (gone || still_connecting(v - 1)) {
@@ -568,22 +654,6 @@ static void sweep(int fd, const struct rlb_owner *owners, size_t n)
 		    atomic_compare_exchange_strong(&s->slowed, &slowed, seq))
 			report_dest(&p.d, ETIMEDOUT, -1, true);
 	}
-}
-
-static void remember_dropped(const struct pending_connect *p)
-{
-	size_t victim = 0;
-
-	pthread_mutex_lock(&dropped_lock);
-	for (size_t k = 0; k < DROPPED_MAX; k++)
-		if (dropped[k].at_ms < dropped[victim].at_ms)
-			victim = k;
-	if (dropped[victim].at_ms == 0)
-		atomic_fetch_add(&ndropped, 1);
-	dropped[victim].d = p->d;
-	dropped[victim].at_ms = rlb_monotonic_ms();
-	dropped[victim].timeout_ms = p->timeout_ms;
-	pthread_mutex_unlock(&dropped_lock);
 }
 
 /*
@@ -624,13 +694,22 @@ static void match_dropped(const struct rlb_owner *owners, size_t n)
 		report_dest(&slow[k], ETIMEDOUT, -1, true);
 }
 
+void rlb_track_sweep(void)
+{
+	int saved = errno;
+
+	if (atomic_load_explicit(&npending, memory_order_relaxed))
+		sweep(-1, NULL, 0, false);
+	errno = saved;
+}
+
 /* At exit: attempts still pending (or dropped) past their bound count. */
 static void __attribute__((destructor)) sweep_at_exit(void)
 {
 	int saved = errno;
 
 	if (atomic_load_explicit(&npending, memory_order_relaxed))
-		sweep(-1, NULL, 0);
+		sweep(-1, NULL, 0, true);
 	errno = saved;
 }
 
@@ -821,38 +900,59 @@ static bool tried_has(const struct rlb_owner *tried, size_t n,
 }
 
 /* connect() to an address that may be a replica's. */
-static __attribute__((noinline)) int
-connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
+/*
+ * For a non-blocking socket whose failure is seen only now (SO_ERROR):
+ * wait for the attempt just started on fd to end, at most its bound.
+ * Returns 0 when it connected, else the error (reported, attempt over).
+ */
+static int wait_connected(int fd, const struct dest *d,
+			  const struct conn_policy *pol)
 {
-	struct rlb_owner owners[RLB_MAX_OWNERS], tried[TRIED_MAX];
-	const struct rlb_track_ops *o;
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int64_t bound = pol->timeout_ms > 0 ? pol->timeout_ms : 1000;
+	socklen_t len = sizeof(int);
+	int err = ETIMEDOUT;
+
+	if (poll(&p, 1, (int)bound) == 1 &&
+	    rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		err = errno;
+	clear_pending(fd);
+	if (err == 0)
+		return 0;
+	if (err == ETIMEDOUT)
+		abort_attempt(fd);
+	if (rlb_track_counts(err))
+		report_dest(d, err, -1, false);
+	return err;
+}
+
+/*
+ * connect_failover (design.md §5.4): after a failure `err` (already
+ * reported) of a connect of fd to sa, owned by the n replicas in owners,
+ * connect the same socket to the next replica of the selection, with the
+ * port resolution would have given, until one does not fail or none is
+ * left. `wait`: the failure was seen through SO_ERROR, so each attempt
+ * is waited for (at most its bound) and the result is an SO_ERROR value;
+ * otherwise it is connect()'s (-1 with errno, or 0). Returns as `err`
+ * (or -1/errno err) when no replica is left.
+ */
+static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
+		     struct rlb_owner *owners, size_t n, int err, bool blocking,
+		     bool wait)
+{
+	const struct rlb_track_ops *o =
+		atomic_load_explicit(&ops, memory_order_acquire);
+	struct rlb_owner tried[TRIED_MAX];
 	struct sockaddr_storage next;
 	struct conn_policy pol;
-	size_t n, ntried = 0;
+	size_t ntried = 0;
 	socklen_t nlen;
-	bool blocking;
 	struct dest d;
-	int rc, err, flags;
+	int rc;
 
-	if (!to_dest(sa, len, &d) || !(n = find_owners(&d, owners, &pol))) {
-		clear_pending(fd);
-		return rlb_libc()->connect(fd, sa, len);
-	}
-	sweep(fd, owners, n);
-	match_dropped(owners, n);
-	flags = fcntl(fd, F_GETFL);
-	blocking = flags >= 0 && !(flags & O_NONBLOCK);
-	rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
-	/*
-	 * connect_failover (design.md §5.4): a failure that counts is not
-	 * the program's to see while another replica of the selection is
-	 * left; the same socket connects to it, with the port resolution
-	 * would have given.
-	 */
-	while (rc != 0 && rlb_track_counts(errno) && pol.failover &&
-	       (o = atomic_load_explicit(&ops, memory_order_acquire)) &&
-	       o->next_address) {
-		err = errno;
+	if (!o || !o->next_address)
+		goto out_fail;
+	for (;;) {
 		for (size_t i = 0; i < n && ntried < TRIED_MAX; i++)
 			if (!tried_has(tried, ntried, &owners[i]))
 				tried[ntried++] = owners[i];
@@ -860,17 +960,83 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		if (ntried == TRIED_MAX ||
 		    !o->next_address(tried, ntried, sa, len, &next, &nlen) ||
 		    !to_dest((struct sockaddr *)&next, nlen, &d) ||
-		    !(n = find_owners(&d, owners, &pol))) {
-			errno = err;
-			break;
-		}
+		    !(n = find_owners(&d, owners, &pol)))
+			goto out_fail;
 		rlb_log(RLB_LOG_DEBUG, "connect failed (%s): failing over",
 			strerror(err));
+		/* Back to an unconnected socket, whatever the failure left. */
+		abort_attempt(fd);
 		sa = (struct sockaddr *)&next;
 		len = nlen;
 		rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
+		if (wait) {
+			if (rc == 0)
+				return 0;
+			err = errno;
+			if (err == EINPROGRESS &&
+			    (err = wait_connected(fd, &d, &pol)) == 0)
+				return 0;
+		} else {
+			if (rc == 0 || !rlb_track_counts(errno))
+				return rc;
+			err = errno;
+		}
+		if (!rlb_track_counts(err))
+			goto out_fail;
 	}
-	return rc;
+out_fail:
+	if (wait)
+		return err;
+	errno = err;
+	return -1;
+}
+
+/* connect() to an address that may be a replica's. */
+static __attribute__((noinline)) int
+connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	struct pending_connect prev;
+	struct conn_policy pol;
+	bool blocking, repeat;
+	struct fd_slot *s;
+	struct dest d;
+	int rc, flags;
+	size_t n;
+
+	if (!to_dest(sa, len, &d) || !(n = find_owners(&d, owners, &pol))) {
+		clear_pending(fd);
+		return rlb_libc()->connect(fd, sa, len);
+	}
+	/* A connect() repeated on a pending socket asks how it went. */
+	s = fd_slot(fd);
+	repeat = s && atomic_load_explicit(&s->pending, memory_order_acquire);
+	if (repeat) {
+		slot_load(s, &prev);
+		repeat = same_addr(&prev.d, &d) && prev.d.port == d.port &&
+			 prev.ino == (uint64_t)socket_ino(fd);
+	}
+	sweep(fd, owners, n, false);
+	match_dropped(owners, n);
+	flags = fcntl(fd, F_GETFL);
+	blocking = flags >= 0 && !(flags & O_NONBLOCK);
+	rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
+	/*
+	 * A failure that counts is not the program's to see while another
+	 * replica of the selection is left. Asked by a repeated connect()
+	 * (hiredis), the answer must be final: "connected" or the failure,
+	 * never "in progress" again.
+	 */
+	if (rc == 0 || !rlb_track_counts(errno) || !pol.failover)
+		return rc;
+	if (!repeat)
+		return fail_over(fd, sa, len, owners, n, errno, blocking,
+				 false);
+	rc = fail_over(fd, sa, len, owners, n, errno, blocking, true);
+	if (rc == 0)
+		return 0;
+	errno = rc;
+	return -1;
 }
 
 int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
@@ -910,9 +1076,29 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (err == 0 && still_connecting(fd))
 		goto out;
 	if (take_pending(fd, &copy)) {
+		struct rlb_owner owners[RLB_MAX_OWNERS];
+		struct sockaddr_storage failed;
+		struct conn_policy pol;
+		socklen_t flen;
+		size_t n;
+
 		restore_syncnt(fd, &copy);
-		if (rlb_track_counts(err))
-			report_dest(&copy.d, err, -1, false);
+		if (!rlb_track_counts(err))
+			goto out;
+		report_dest(&copy.d, err, -1, false);
+		n = find_owners(&copy.d, owners, &pol);
+		/*
+		 * A non-blocking program learns of the failure only now:
+		 * with connect_failover, it is given the socket connected
+		 * to the next replica instead (waiting at most a bound per
+		 * replica), or the last failure.
+		 */
+		if (n && pol.failover &&
+		    (flen = dest_sockaddr(fd, &copy.d, &failed)) > 0) {
+			err = fail_over(fd, (struct sockaddr *)&failed, flen,
+					owners, n, err, false, true);
+			memcpy(val, &err, sizeof(err));
+		}
 	}
 out:
 	errno = saved;
@@ -933,10 +1119,11 @@ int rlb_track_close(int fd)
 				report_dest(&copy.d, ETIMEDOUT, age, false);
 			else if (!copy.slowed)
 				remember_dropped(&copy);
-		} else if (has_error(fd))
+		} else if (has_error(fd) || never_connected(fd)) {
 			/* The kind of failure cannot be read without
 			 * consuming it; it counts one error whatever it is. */
 			report_dest(&copy.d, ECONNREFUSED, -1, false);
+		}
 	}
 	errno = saved;
 	return rlb_libc()->close(fd);
