@@ -580,17 +580,31 @@ static int cmd_probe(struct rlb_config *cfg, const struct ctl_opts *o)
 	bool json = o->given & CTL_OPT_JSON;
 	struct rlb_snapshot *snap = NULL;
 	uint64_t interval = 0;
+	int64_t next_ms;
 	int rc;
 
 	if (o->interval &&
 	    !parse_positive(o->interval, 24 * 3600 * 365, &interval))
 		return ctl_usage_error("S must be a positive integer: %s",
 				       o->interval);
+	next_ms = rlb_monotonic_ms();
 	rc = probe_pass(cfg, json);
 	while (interval) {
 		struct rlb_config *next;
+		int64_t now = rlb_monotonic_ms();
 
-		sleep((unsigned)interval);
+		/* Passes start every S seconds, however long one takes. */
+		next_ms += (int64_t)interval * 1000;
+		if (next_ms > now) {
+			struct timespec ts = {
+				.tv_sec = (next_ms - now) / 1000,
+				.tv_nsec = (next_ms - now) % 1000 * 1000000,
+			};
+
+			nanosleep(&ts, NULL);
+		} else {
+			next_ms = now;
+		}
 		/* Every pass reads the config again; a broken edit keeps
 		 * the last good one. */
 		next = load_config(o);
