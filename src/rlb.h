@@ -634,6 +634,11 @@ struct rlb_track_ops {
 			     struct sockaddr_storage *out, socklen_t *outlen);
 };
 void rlb_track_set_ops(const struct rlb_track_ops *ops);
+/* Fork handler hooks for tracking's one lock (runtime.c). */
+void rlb_track_fork_lock(void);
+void rlb_track_fork_unlock(void);
+/* In a forked child: forget the parent's pending attempts (runtime.c). */
+void rlb_track_after_fork_child(void);
 
 /*
  * Hook bodies: same contract as the libc functions. Connects to replica

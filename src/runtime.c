@@ -72,21 +72,25 @@ static void thread_cache_destroy(void *snap)
  *	cfg_lock (runtime.c)
  *	  -> static hostent lock (resolve.c)
  *	    -> DNS cache lock (dnscache.c)
+ *	      -> dropped-attempts lock (track.c)
  *
  * (a thread holding a later lock never takes an earlier one). A state
  * file's flock (health.c) is per open file description and taken only
  * while attaching, with no mutex held. What a child resets: the locks
- * above, the reload in progress, and the random source (util.c).
+ * above, the reload in progress, the random source (util.c), and the
+ * pending connects (track.c): they are the parent's to count.
  */
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&cfg_lock);
 	rlb_resolve_fork_lock();
 	rlb_dnscache_fork_lock();
+	rlb_track_fork_lock();
 }
 
 static void atfork_parent(void)
 {
+	rlb_track_fork_unlock();
 	rlb_dnscache_fork_unlock();
 	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);
@@ -94,6 +98,8 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	rlb_track_after_fork_child();
+	rlb_track_fork_unlock();
 	rlb_dnscache_fork_unlock();
 	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);

@@ -108,6 +108,32 @@ static struct dropped {
 static pthread_mutex_t dropped_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint ndropped;
 
+void rlb_track_fork_lock(void)
+{
+	pthread_mutex_lock(&dropped_lock);
+}
+
+void rlb_track_fork_unlock(void)
+{
+	pthread_mutex_unlock(&dropped_lock);
+}
+
+void rlb_track_after_fork_child(void)
+{
+	/* The attempts are the parent's: a child that closes its copies
+	 * (pre-exec fd cleanup) or exits must not count them again. */
+	if (fd_table && atomic_load(&npending))
+		for (size_t fd = 0; fd < FD_SLOTS; fd++)
+			if (atomic_load_explicit(&fd_table[fd].pending,
+						 memory_order_relaxed))
+				atomic_store(&fd_table[fd].pending, 0);
+	atomic_store(&npending, 0);
+	for (size_t k = 0; k < RECENT_MAX; k++)
+		atomic_store(&recent[k], 0);
+	memset(dropped, 0, sizeof(dropped));
+	atomic_store(&ndropped, 0);
+}
+
 void rlb_track_set_ops(const struct rlb_track_ops *o)
 {
 	atomic_store_explicit(&ops, o, memory_order_release);
