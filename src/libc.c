@@ -68,6 +68,8 @@ static int syscall_close(int fd)
 }
 
 static struct rlb_libc table;
+/* The functions as bound, kept so that tests can put them back. */
+static struct rlb_libc defaults;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static atomic_bool table_bound;
 
@@ -90,6 +92,7 @@ static void bind_table(void)
 	BIND(connect, syscall_connect);
 	BIND(getsockopt, syscall_getsockopt);
 	BIND(close, syscall_close);
+	defaults = table;
 	atomic_store_explicit(&table_bound, true, memory_order_release);
 	errno = saved;
 }
@@ -100,4 +103,9 @@ struct rlb_libc *rlb_libc(void)
 	if (!atomic_load_explicit(&table_bound, memory_order_acquire))
 		pthread_once(&table_once, bind_table);
 	return &table;
+}
+
+void rlb_libc_reset(void)
+{
+	*rlb_libc() = defaults;
 }

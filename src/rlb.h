@@ -504,6 +504,8 @@ struct rlb_libc {
 
 /* The table, bound on first use; never NULL entries on glibc. */
 struct rlb_libc *rlb_libc(void);
+/* Put back every entry a test replaced: the functions as first bound. */
+void rlb_libc_reset(void);
 
 /* ------------------------------------------------------------------ */
 /* runtime.c */

@@ -210,9 +210,28 @@ static void test_util_env_empty_is_unset(void **state)
 	assert_false(rlb_secure_mode());
 }
 
+static int fake_close(int fd)
+{
+	return -1;
+}
+
+/* Tests replace seam entries; one call puts every one back. */
+static void test_util_libc_reset_restores_the_bound_functions(void **state)
+{
+	struct rlb_libc saved = *rlb_libc();
+
+	rlb_libc()->close = fake_close;
+	rlb_libc()->getaddrinfo = NULL;
+	rlb_libc_reset();
+	assert_memory_equal(rlb_libc(), &saved, sizeof(saved));
+	assert_ptr_not_equal(rlb_libc()->close, fake_close);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+			test_util_libc_reset_restores_the_bound_functions),
 		cmocka_unit_test(test_util_hash_never_reserved),
 		cmocka_unit_test(test_util_random_spread),
 		cmocka_unit_test(test_util_random_reseeded_after_fork),
