@@ -842,33 +842,45 @@ static bool is_tcp(int fd)
 
 /*
  * One bounded attempt to connect fd to replica address d (design.md
- * §5.3). Same contract as connect(); a failure that counts is reported.
- * Blocking sockets: SO_SNDTIMEO lowered to the bound for the call only,
- * and an attempt cut short by it is given up with ETIMEDOUT.
- * Non-blocking sockets: TCP_SYNCNT lowered until the attempt ends.
+ * §5.3), or (prev) the same attempt asked about again by a repeated
+ * connect(). Same contract as connect(); a failure that counts is
+ * reported. Blocking sockets: SO_SNDTIMEO lowered to what is left of the
+ * bound for the call only, and an attempt cut short by it is given up
+ * with ETIMEDOUT. Non-blocking sockets: TCP_SYNCNT lowered until the
+ * attempt ends.
  */
 static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			   const struct dest *d, const struct conn_policy *pol,
-			   bool blocking)
+			   bool blocking, const struct pending_connect *prev)
 {
 	struct pending_connect p = {.d = *d, .timeout_ms = pol->timeout_ms};
 	struct timeval orig = {0}, bound;
 	socklen_t olen = sizeof(orig);
 	bool bounded = pol->timeout_ms > 0 && is_tcp(fd), lowered = false;
+	int64_t left = pol->timeout_ms;
 	int rc, err, syncnt = 0;
 
-	p.ino = socket_ino(fd);
-	p.start_ms = rlb_monotonic_ms();
+	if (prev) {
+		/* The attempt under way: its start, bound and the
+		 * program's own TCP_SYNCNT stay. */
+		p = *prev;
+		left = p.timeout_ms - (rlb_monotonic_ms() - p.start_ms);
+		if (left < 1)
+			left = 1;
+	} else {
+		p.ino = socket_ino(fd);
+		p.start_ms = rlb_monotonic_ms();
+	}
 	if (bounded && blocking &&
 	    rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &orig, &olen) ==
 		    0 &&
-	    (!timerisset(&orig) || tv_ms(&orig) > pol->timeout_ms)) {
-		bound.tv_sec = pol->timeout_ms / 1000;
-		bound.tv_usec = pol->timeout_ms % 1000 * 1000;
+	    (!timerisset(&orig) || tv_ms(&orig) > left)) {
+		bound.tv_sec = left / 1000;
+		bound.tv_usec = left % 1000 * 1000;
 		lowered = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound,
 				     sizeof(bound)) == 0;
 	}
-	if (bounded && !blocking) {
+	if (bounded && !blocking && !prev) {
 		int want = syncnt_for(pol->timeout_ms);
 
 		olen = sizeof(syncnt);
@@ -881,21 +893,20 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 	}
 	/* Pending from the start: a longjmp out of a blocking connect
 	 * leaves the entry for the sweep to find. */
-	set_pending(fd, &p);
+	if (!prev)
+		set_pending(fd, &p);
 	rc = rlb_libc()->connect(fd, sa, len);
 	err = errno;
 	if (lowered)
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &orig, sizeof(orig));
-	if (rc == 0) {
+	if (rc == 0 || err == EISCONN) {
 		clear_pending(fd);
-		return 0;
-	}
-	if (err == EINPROGRESS && !blocking) {
 		errno = err;
-		return rc; /* stays pending */
+		return rc;
 	}
-	if (err == EINTR) {
-		/* The attempt goes on in the background. */
+	/* Still under way: in the background (EINTR), or not finished. */
+	if (err == EINTR || err == EALREADY ||
+	    (err == EINPROGRESS && !blocking)) {
 		errno = err;
 		return rc;
 	}
@@ -907,7 +918,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			err = ETIMEDOUT;
 		}
 		report_dest(d, ETIMEDOUT, -1, false);
-	} else if (err != EALREADY && rlb_track_counts(err)) {
+	} else if (rlb_track_counts(err)) {
 		report_dest(d, err, -1, false);
 	}
 	errno = err;
@@ -994,7 +1005,7 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 		abort_attempt(fd);
 		sa = (struct sockaddr *)&next;
 		len = nlen;
-		rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
+		rc = connect_bounded(fd, sa, len, &d, &pol, blocking, NULL);
 		if (wait) {
 			if (rc == 0)
 				return 0;
@@ -1046,7 +1057,8 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	match_dropped(owners, n);
 	flags = fcntl(fd, F_GETFL);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
-	rc = connect_bounded(fd, sa, len, &d, &pol, blocking);
+	rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
+			     repeat ? &prev : NULL);
 	/*
 	 * A failure that counts is not the program's to see while another
 	 * replica of the selection is left. Asked by a repeated connect()

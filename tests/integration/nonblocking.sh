@@ -120,6 +120,21 @@ elif mode == "reconnect":
     rc2 = s.connect_ex(addr)
     print("reconnect", errno.errorcode.get(rc2, str(rc2)))
     s.close()
+elif mode == "repeat":
+    # the program's own TCP_SYNCNT, a pending connect asked about again
+    # (EALREADY), then read back and closed after the bound: the bound's
+    # lowered TCP_SYNCNT is never what the program reads, and the
+    # attempt still counts as a timeout
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_SYNCNT, 5)
+    s.setblocking(False)
+    rc = s.connect_ex(addr)
+    rc2 = s.connect_ex(addr)
+    print("connect", errno.errorcode.get(rc, str(rc)),
+          errno.errorcode.get(rc2, str(rc2)),
+          "syncnt", s.getsockopt(socket.IPPROTO_TCP, socket.TCP_SYNCNT))
+    time.sleep(0.4)
+    s.close()
 elif mode in ("quick", "slow"):
     # pending connect to the blackhole, closed before / after the timeout
     s, rc, took = nb_connect(addr)
@@ -214,6 +229,13 @@ check_eq "slow close: the other replica untouched" "0" \
 	"$(errs hole.cluster 127.0.0.3)"
 check_eq "after the timeout, the blackholed replica goes last" \
 	"127.0.0.3 127.0.0.5" "$(peek hole.cluster)"
+
+reset "repeated connect while pending"
+check_eq "repeated connect: EALREADY, the program's TCP_SYNCNT reads back" \
+	"$(printf 'addr 127.0.0.5\nconnect EINPROGRESS EALREADY syncnt 5')" \
+	"$(nbpy repeat hole.cluster)"
+check_eq "repeated connect: closed after the bound, counted as a timeout" \
+	"1" "$(errs hole.cluster 127.0.0.5)"
 
 reset "SO_SNDTIMEO"
 check_eq "blocking connect with SO_SNDTIMEO 100 ms < bound: EINPROGRESS" \
