@@ -197,11 +197,6 @@ void fx_draws(const uint32_t *v, size_t n)
 	rlb_random_set_source(script_draw, NULL);
 }
 
-size_t fx_draws_used(void)
-{
-	return script_next;
-}
-
 void fx_draws_end(void)
 {
 	rlb_random_set_source(NULL, NULL);

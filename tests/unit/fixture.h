@@ -74,8 +74,6 @@ int fx_group_teardown(void **state);
  * per replica, in index order.
  */
 void fx_draws(const uint32_t *v, size_t n);
-/* Draws taken from the script so far. */
-size_t fx_draws_used(void);
 /*
  * Back to the real generator; fails the test unless the script was used
  * up exactly.
