@@ -5,48 +5,16 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "fixture.h"
 #include "rlb.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-/* A cluster built by hand, as config.c would leave it. */
-static struct rlb_cluster *cluster_new(enum rlb_policy p,
-				       const char *const *hosts, size_t n)
-{
-	struct rlb_cluster *c = calloc(1, sizeof(*c));
-
-	assert_non_null(c);
-	c->name = strdup("test.cluster");
-	c->s.load_balancing = p;
-	c->s.half_life = 60;
-	c->s.error_cap = 1000;
-	c->nreplicas = n;
-	c->replicas = calloc(n, sizeof(*c->replicas));
-	assert_non_null(c->replicas);
-	for (size_t i = 0; i < n; i++) {
-		const char *h = hosts ? hosts[i] : "replica";
-
-		c->replicas[i].host = strdup(h);
-		c->replicas[i].priority = 1;
-		c->replicas[i].identity = rlb_hash64(h, strlen(h), i);
-	}
-	return c;
-}
-
-static void cluster_free(struct rlb_cluster *c)
-{
-	for (size_t i = 0; i < c->nreplicas; i++)
-		free(c->replicas[i].host);
-	free(c->replicas);
-	free(c->host_prio);
-	free(c->name);
-	free(c);
-}
 
 /* ---- names ---- */
 
@@ -457,9 +425,11 @@ static void test_policy_precompute_vectors(void **state)
 {
 	for (size_t k = 0; k < ARRAY_SIZE(prio_vectors); k++) {
 		const struct prio_vector *v = &prio_vectors[k];
-		struct rlb_cluster *c = cluster_new(v->policy, v->hosts, v->n);
+		struct fx *f = fx_cluster_local(rlb_policy_name(v->policy),
+						v->n, v->hosts, v->local);
+		const struct rlb_cluster *c = f->c;
 
-		assert_int_equal(rlb_policy_precompute(c, v->local), 0);
+		/* Made by the snapshot, against the config's local name. */
 		assert_non_null(c->host_prio);
 		for (size_t i = 0; i < v->n; i++) {
 			/* rr_last must not matter for hostname policies. */
@@ -471,7 +441,7 @@ static void test_policy_precompute_vectors(void **state)
 					 v->id, i, (long long)c->host_prio[i],
 					 (long long)got, (long long)v->prio[i]);
 		}
-		cluster_free(c);
+		fx_free(f);
 	}
 }
 
@@ -480,22 +450,21 @@ static void test_policy_precompute_host_as_written(void **state)
 {
 	static const char *const hosts[] = {"Ch-1.Example.com",
 					    "ch-1.example.com."};
-	struct rlb_cluster *c = cluster_new(RLB_POLICY_LCS, hosts, 2);
+	struct fx *f = fx_cluster_local("hostname_longest_common_suffix", 2,
+					hosts, "ch-1.example.com");
 
-	assert_int_equal(rlb_policy_precompute(c, "ch-1.example.com"), 0);
-	assert_int_equal(c->host_prio[0], -10);
-	assert_int_equal(c->host_prio[1], 0);
-	cluster_free(c);
+	assert_int_equal(f->c->host_prio[0], -10);
+	assert_int_equal(f->c->host_prio[1], 0);
+	fx_free(f);
 }
 
 /* Switching to a non-hostname policy frees the vector (valgrind checks). */
 static void test_policy_precompute_clears_for_other_policies(void **state)
 {
 	static const char *const hosts[] = {"a1", "a2", "b3"};
-	struct rlb_cluster *c =
-		cluster_new(RLB_POLICY_NEAREST_HOSTNAME, hosts, 3);
+	struct fx *f = fx_cluster_local("nearest_hostname", 3, hosts, "a1");
+	struct rlb_cluster *c = f->c;
 
-	assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
 	assert_non_null(c->host_prio);
 	/* Recomputing replaces the vector without leaking the old one. */
 	c->s.load_balancing = RLB_POLICY_LCP;
@@ -510,49 +479,64 @@ static void test_policy_precompute_clears_for_other_policies(void **state)
 		else
 			assert_null(c->host_prio);
 	}
-	cluster_free(c);
+	fx_free(f);
 }
 
-/* Without a precomputed vector a hostname policy degrades to random. */
+/*
+ * Without a precomputed vector (a parsed config, not yet a snapshot) a
+ * hostname policy degrades to random.
+ */
 static void test_policy_priority_hostname_without_vector(void **state)
 {
-	struct rlb_cluster *c = cluster_new(RLB_POLICY_LEVENSHTEIN, NULL, 3);
+	struct fx_spec spec = {.policy = "hostname_levenshtein_distance",
+			       .n = 3};
+	struct rlb_config *cfg = fx_parse(&spec);
 
+	assert_null(cfg->clusters[0].host_prio);
 	for (size_t i = 0; i < 3; i++)
-		assert_int_equal(rlb_policy_priority(c, i, 0), 0);
-	cluster_free(c);
+		assert_int_equal(rlb_policy_priority(&cfg->clusters[0], i, 0),
+				 0);
+	rlb_config_free(cfg);
 }
 
 /* ---- per-selection priorities ---- */
 
 static void test_policy_priority_random_and_in_order(void **state)
 {
-	struct rlb_cluster *c = cluster_new(RLB_POLICY_RANDOM, NULL, 4);
+	struct fx *random_fx = fx_cluster("random", 4, NULL, NULL);
+	/* first_offset and the counter do not move in_order. */
+	struct fx *in_order_fx = fx_cluster("in_order", 4, NULL,
+					    "load_balancing_first_offset = 2;");
 
 	for (size_t i = 0; i < 4; i++)
-		assert_int_equal(rlb_policy_priority(c, i, 2), 0);
-	c->s.load_balancing = RLB_POLICY_IN_ORDER;
-	/* first_offset and the counter do not move in_order. */
-	c->s.first_offset = 2;
+		assert_int_equal(rlb_policy_priority(random_fx->c, i, 2), 0);
 	for (size_t i = 0; i < 4; i++)
-		assert_int_equal(rlb_policy_priority(c, i, 3), (int64_t)i);
-	cluster_free(c);
+		assert_int_equal(rlb_policy_priority(in_order_fx->c, i, 3),
+				 (int64_t)i);
+	fx_free(random_fx);
+	fx_free(in_order_fx);
 }
 
 static void check_first_or_random(size_t n, int64_t offset, size_t first)
 {
-	struct rlb_cluster *c =
-		cluster_new(RLB_POLICY_FIRST_OR_RANDOM, NULL, n);
+	char setting[64];
+	struct fx *f;
 
-	c->s.first_offset = offset;
+	/* A negative offset only in the model: the config rejects it. */
+	snprintf(setting, sizeof(setting),
+		 "load_balancing_first_offset = %lldL;",
+		 (long long)(offset < 0 ? 0 : offset));
+	f = fx_cluster("first_or_random", n, NULL, setting);
+	if (offset < 0)
+		f->c->s.first_offset = offset;
 	for (size_t i = 0; i < n; i++) {
-		int64_t got = rlb_policy_priority(c, i, 5);
+		int64_t got = rlb_policy_priority(f->c, i, 5);
 
 		if (got != (i == first ? 0 : 1))
 			fail_msg("N=%zu offset=%lld: priority(%zu) = %lld", n,
 				 (long long)offset, i, (long long)got);
 	}
-	cluster_free(c);
+	fx_free(f);
 }
 
 /* TV15 (offset 0), TV16 (offset 4 mod 3 = 1) and other offsets >= N. */
@@ -572,10 +556,10 @@ static void test_policy_priority_first_or_random(void **state)
 
 static void check_round_robin(size_t n, uint64_t rr_last, const int64_t *want)
 {
-	struct rlb_cluster *c = cluster_new(RLB_POLICY_ROUND_ROBIN, NULL, n);
+	struct fx *f = fx_cluster("round_robin", n, NULL, NULL);
 
 	for (size_t i = 0; i < n; i++) {
-		int64_t got = rlb_policy_priority(c, i, rr_last);
+		int64_t got = rlb_policy_priority(f->c, i, rr_last);
 
 		if (got != want[i])
 			fail_msg("N=%zu L=%llu: priority(%zu) = %lld, want "
@@ -583,7 +567,7 @@ static void check_round_robin(size_t n, uint64_t rr_last, const int64_t *want)
 				 n, (unsigned long long)rr_last, i,
 				 (long long)got, (long long)want[i]);
 	}
-	cluster_free(c);
+	fx_free(f);
 }
 
 /* TV18 (N = 3, L = 0, 1, 2, 0) and TV19 (N = 5, L = 0 and 4). */
@@ -616,12 +600,11 @@ static void test_policy_priority_round_robin_vectors(void **state)
 static void test_policy_priority_round_robin_rotation(void **state)
 {
 	for (size_t n = 1; n <= 9; n++) {
-		struct rlb_cluster *c =
-			cluster_new(RLB_POLICY_ROUND_ROBIN, NULL, n);
+		struct fx *f = fx_cluster("round_robin", n, NULL, NULL);
 
 		for (uint64_t l = 0; l < 2 * n; l++) {
 			for (size_t i = 0; i < n; i++) {
-				int64_t p = rlb_policy_priority(c, i, l);
+				int64_t p = rlb_policy_priority(f->c, i, l);
 				size_t best = (l % n + 1) % n;
 
 				assert_in_range(p, 0, n - 1);
@@ -631,7 +614,7 @@ static void test_policy_priority_round_robin_rotation(void **state)
 					assert_int_equal(p, (int64_t)n - 1);
 			}
 		}
-		cluster_free(c);
+		fx_free(f);
 	}
 }
 
@@ -659,5 +642,5 @@ int main(void)
 		cmocka_unit_test(test_policy_priority_round_robin_rotation),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, fx_group_teardown);
 }

@@ -1,7 +1,6 @@
 /* test_select.c - unit tests of select.c: key sort and whole selections. */
 #include "config.h"
 
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,13 +12,13 @@
 
 #include <cmocka.h>
 
+#include "fixture.h"
 #include "rlb.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* A fixed wall clock: decay stays out of the way unless a test moves it. */
 #define NOW 1000000
 
-/* State directory shared by the whole file; each cluster has its own name. */
 /*
  * Add errors at the cluster's current decay time T, where no decay is
  * owed: for tests of other behaviour than the decay refinement.
@@ -29,107 +28,25 @@ static void add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
 	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
 }
 
-static char state_dir[] = "/tmp/rlb-test-select-XXXXXX";
-static unsigned cluster_seq;
-
-struct env {
-	struct rlb_config *cfg;
-	struct rlb_cluster *c; /* cfg->clusters[0] */
-	struct rlb_selection *sel;
-};
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static int group_setup(void **state)
-{
-	return mkdtemp(state_dir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-	return nftw(state_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/*
- * One cluster of n replicas (hosts[i], else "rN.example") with policy p,
- * in a hand-built config whose health is attached in state_dir.
- */
-static struct env *env_new(enum rlb_policy p, size_t n,
-			   const char *const *hosts)
-{
-	struct env *e = calloc(1, sizeof(*e));
-	struct rlb_cluster *c;
-	char name[64];
-
-	assert_non_null(e);
-	e->cfg = calloc(1, sizeof(*e->cfg));
-	assert_non_null(e->cfg);
-	e->cfg->state_dir = strdup(state_dir);
-	e->cfg->defaults.load_balancing = p;
-	e->cfg->defaults.half_life = 60;
-	e->cfg->defaults.error_cap = 1000;
-	e->cfg->nclusters = 1;
-	e->cfg->clusters = calloc(1, sizeof(*e->cfg->clusters));
-	assert_non_null(e->cfg->clusters);
-	c = e->c = &e->cfg->clusters[0];
-	snprintf(name, sizeof(name), "t%u-%d.select.test", cluster_seq++,
-		 (int)getpid());
-	c->name = strdup(name);
-	c->name_hash = rlb_hash64(name, strlen(name), 0);
-	c->s = e->cfg->defaults;
-	c->nreplicas = n;
-	c->replicas = calloc(n, sizeof(*c->replicas));
-	assert_non_null(c->replicas);
-	for (size_t i = 0; i < n; i++) {
-		char host[64];
-
-		if (hosts)
-			snprintf(host, sizeof(host), "%s", hosts[i]);
-		else
-			snprintf(host, sizeof(host), "r%zu.example", i);
-		c->replicas[i].host = strdup(host);
-		c->replicas[i].priority = 1;
-		c->replicas[i].identity = rlb_hash64(host, strlen(host), 0);
-	}
-	rlb_health_attach_all(e->cfg, false);
-	assert_non_null(c->health);
-	e->sel = rlb_selection_new(n);
-	assert_non_null(e->sel);
-	return e;
-}
-
-static void env_free(struct env *e)
-{
-	struct rlb_cluster *c = e->c;
-
-	rlb_health_detach(c->health);
-	for (size_t i = 0; i < c->nreplicas; i++)
-		free(c->replicas[i].host);
-	free(c->replicas);
-	free(c->host_prio);
-	free(c->name);
-	free(e->cfg->clusters);
-	free(e->cfg->state_dir);
-	free(e->cfg);
-	free(e->sel);
-	free(e);
-}
-
 /* Record errors[i] errors against each replica. */
-static void set_errors(struct env *e, const uint64_t *errors)
+static void set_errors(struct fx *f, const uint64_t *errors)
 {
-	for (size_t i = 0; i < e->c->nreplicas; i++)
+	for (size_t i = 0; i < f->c->nreplicas; i++)
 		if (errors[i])
-			add_errors(e->c, i, errors[i]);
+			add_errors(f->c, i, errors[i]);
 }
 
-static void select_now(struct env *e)
+static void select_now(struct fx *f)
 {
-	rlb_select(e->c, false, NOW, e->sel);
+	rlb_select(f->c, false, NOW, f->sel);
+}
+
+/* The cluster setting "distributed_replica_max_ignored_errors = m;". */
+static const char *ignoring(char *buf, size_t len, int64_t m)
+{
+	snprintf(buf, len, "distributed_replica_max_ignored_errors = %lld;",
+		 (long long)m);
+	return buf;
 }
 
 static void check_order(const struct rlb_selection *sel, const uint32_t *want,
@@ -564,20 +481,21 @@ static void test_select_in_order_ignored_errors(void **state)
 	/* clang-format on */
 
 	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
-		struct env *e = env_new(RLB_POLICY_IN_ORDER, 3, NULL);
+		char m[64];
+		struct fx *f = fx_cluster("in_order", 3, NULL,
+					  ignoring(m, sizeof(m), v[k].ignored));
 
-		e->c->s.max_ignored_errors = v[k].ignored;
-		set_errors(e, v[k].errors);
+		set_errors(f, v[k].errors);
 		for (int rep = 0; rep < 20; rep++) {
-			select_now(e);
-			check_order(e->sel, v[k].want, v[k].id);
+			select_now(f);
+			check_order(f->sel, v[k].want, v[k].id);
 		}
 		/* Reported counts are the decayed ones, before M applies. */
 		for (size_t i = 0; i < 3; i++) {
-			assert_int_equal(e->sel->errors[i], v[k].errors[i]);
-			assert_int_equal(e->sel->policy_prio[i], i);
+			assert_int_equal(f->sel->errors[i], v[k].errors[i]);
+			assert_int_equal(f->sel->policy_prio[i], i);
 		}
-		env_free(e);
+		fx_free(f);
 	}
 }
 
@@ -589,45 +507,62 @@ static void test_select_in_order_ignored_errors(void **state)
  */
 static void test_select_slowdowns_between_errors_and_priority(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_RANDOM, 4, NULL);
+	static const int64_t priority[] = {2, 1, 0, 1};
 	static const uint64_t errors[] = {1, 0, 0, 0};
 	static const uint32_t m0[] = {2, 3, 1, 0}, m1[] = {2, 3, 0, 1};
+	struct fx_spec spec = {
+		.policy = "random",
+		.n = 4,
+		.priority = priority,
+	};
+	char m[64];
+	struct fx *f0, *f1;
 
-	e->c->replicas[2].priority = 0;
-	e->c->replicas[0].priority = 2;
-	set_errors(e, errors);
-	rlb_health_add_slowdowns(e->c, 1, 1, rlb_health_decay_time(e->c));
+	f0 = fx_new(&spec);
+	/* The same cluster with M = 1: the same state file. */
+	spec.name = f0->c->name;
+	spec.settings = ignoring(m, sizeof(m), 1);
+	f1 = fx_new(&spec);
+	set_errors(f0, errors);
+	rlb_health_add_slowdowns(f0->c, 1, 1, rlb_health_decay_time(f0->c));
 	for (int rep = 0; rep < 20; rep++) {
-		e->c->s.max_ignored_errors = 0;
-		select_now(e);
-		check_order(e->sel, m0, "slowdown behind no slowdown");
-		assert_int_equal(e->sel->slowdowns[1], 1);
-		e->c->s.max_ignored_errors = 1;
-		select_now(e);
-		check_order(e->sel, m1, "ignored errors, never slowdowns");
+		select_now(f0);
+		check_order(f0->sel, m0, "slowdown behind no slowdown");
+		assert_int_equal(f0->sel->slowdowns[1], 1);
+		select_now(f1);
+		check_order(f1->sel, m1, "ignored errors, never slowdowns");
 	}
-	env_free(e);
+	fx_free(f0);
+	fx_free(f1);
 }
 
 /* TV23 end to end: config priority [0, 5], errors [1, 0]. */
 static void test_select_errors_beat_config_priority(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_RANDOM, 2, NULL);
+	static const int64_t priority[] = {0, 5};
 	static const uint64_t errors[] = {1, 0};
 	static const uint32_t m0[] = {1, 0}, m1[] = {0, 1};
+	struct fx_spec spec = {
+		.policy = "random",
+		.n = 2,
+		.priority = priority,
+	};
+	char m[64];
+	struct fx *f0, *f1;
 
-	e->c->replicas[0].priority = 0;
-	e->c->replicas[1].priority = 5;
-	set_errors(e, errors);
+	f0 = fx_new(&spec);
+	spec.name = f0->c->name;
+	spec.settings = ignoring(m, sizeof(m), 1);
+	f1 = fx_new(&spec);
+	set_errors(f0, errors);
 	for (int rep = 0; rep < 20; rep++) {
-		e->c->s.max_ignored_errors = 0;
-		select_now(e);
-		check_order(e->sel, m0, "TV23 M=0");
-		e->c->s.max_ignored_errors = 1;
-		select_now(e);
-		check_order(e->sel, m1, "TV23 M=1");
+		select_now(f0);
+		check_order(f0->sel, m0, "TV23 M=0");
+		select_now(f1);
+		check_order(f1->sel, m1, "TV23 M=1");
 	}
-	env_free(e);
+	fx_free(f0);
+	fx_free(f1);
 }
 
 /*
@@ -635,61 +570,91 @@ static void test_select_errors_beat_config_priority(void **state)
  * `last` the fixed last one (or -1); count how often each replica comes
  * second (first when first == -1).
  */
-static void count_picks(struct env *e, int runs, int first, int last,
+static void count_picks(struct fx *f, int runs, int first, int last,
 			int *counts)
 {
-	size_t n = e->c->nreplicas;
+	size_t n = f->c->nreplicas;
 
 	for (int r = 0; r < runs; r++) {
-		select_now(e);
+		select_now(f);
 		if (first >= 0)
-			assert_int_equal(e->sel->order[0], first);
+			assert_int_equal(f->sel->order[0], first);
 		if (last >= 0)
-			assert_int_equal(e->sel->order[n - 1], last);
-		counts[e->sel->order[first >= 0 ? 1 : 0]]++;
+			assert_int_equal(f->sel->order[n - 1], last);
+		counts[f->sel->order[first >= 0 ? 1 : 0]]++;
 	}
 }
 
-/* TV15 and TV16: replica[offset mod N] first, then the others at random. */
+/*
+ * One selection whose random draws are scripted, one per replica in index
+ * order: the order must be exactly `want`.
+ */
+static void select_drawn(struct fx *f, const uint32_t *draws,
+			 const uint32_t *want, const char *what)
+{
+	fx_draws(draws, f->c->nreplicas);
+	select_now(f);
+	fx_draws_end();
+	check_order(f->sel, want, what);
+}
+
+/*
+ * TV15 and TV16: replica[offset mod N] first whatever it draws, then the
+ * others (a < b) in the order of their draws, by index when they tie.
+ */
 static void test_select_first_or_random_offsets(void **state)
 {
 	static const struct {
 		int64_t offset;
-		int first, a, b;
+		uint32_t first, a, b;
 	} v[] = {{0, 0, 1, 2}, {4, 1, 0, 2}, {5, 2, 0, 1}};
 
 	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
-		struct env *e = env_new(RLB_POLICY_FIRST_OR_RANDOM, 3, NULL);
-		int counts[3] = {0};
+		uint32_t first = v[k].first, a = v[k].a, b = v[k].b;
+		const uint32_t b_first[] = {first, b, a},
+			       a_first[] = {first, a, b};
+		uint32_t draws[3];
+		char offset[64];
+		struct fx *f;
 
-		e->c->s.first_offset = v[k].offset;
-		count_picks(e, 3000, v[k].first, -1, counts);
-		/* sigma = 27: +-150 is 5.5 sigma, never flakes. */
-		assert_in_range(counts[v[k].a], 1350, 1650);
-		assert_in_range(counts[v[k].b], 1350, 1650);
-		env_free(e);
+		snprintf(offset, sizeof(offset),
+			 "load_balancing_first_offset = %lld;",
+			 (long long)v[k].offset);
+		f = fx_cluster("first_or_random", 3, NULL, offset);
+		draws[first] = UINT32_MAX;
+		draws[a] = 7;
+		draws[b] = 3;
+		select_drawn(f, draws, b_first, "first drew the most");
+		draws[first] = 0;
+		draws[a] = 3;
+		draws[b] = 7;
+		select_drawn(f, draws, a_first, "first drew the least");
+		draws[first] = draws[a] = draws[b] = 5;
+		select_drawn(f, draws, a_first, "equal draws");
+		fx_free(f);
 	}
 }
 
-/* TV17: the preferred replica has an error: random among the others. */
+/* TV17: the preferred replica has an error: the others by their draws. */
 static void test_select_first_or_random_with_errors(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_FIRST_OR_RANDOM, 3, NULL);
+	struct fx *f = fx_cluster("first_or_random", 3, NULL, NULL);
 	static const uint64_t errors[] = {1, 0, 0};
-	int counts[3] = {0};
+	static const uint32_t d1[] = {0, 9, 4}, w1[] = {2, 1, 0};
+	static const uint32_t d2[] = {0, 4, 9}, w2[] = {1, 2, 0};
+	static const uint32_t d3[] = {9, 9, 9};
 
-	set_errors(e, errors);
-	count_picks(e, 3000, -1, 0, counts);
-	assert_int_equal(counts[0], 0);
-	assert_in_range(counts[1], 1350, 1650);
-	assert_in_range(counts[2], 1350, 1650);
-	env_free(e);
+	set_errors(f, errors);
+	select_drawn(f, d1, w1, "TV17, 2 drew less");
+	select_drawn(f, d2, w2, "TV17, 1 drew less");
+	select_drawn(f, d3, w2, "TV17, equal draws");
+	fx_free(f);
 }
 
 /* TV18: N = 3, fresh counter. */
 static void test_select_round_robin_sequence(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+	struct fx *f = fx_cluster("round_robin", 3, NULL, NULL);
 	static const uint32_t want[4][3] = {
 		{1, 2, 0},
 		{2, 0, 1},
@@ -698,36 +663,36 @@ static void test_select_round_robin_sequence(void **state)
 	};
 	static const int64_t prio1[3] = {2, 0, 1};
 
-	assert_int_equal(rlb_health_rr_peek(e->c), 0);
+	assert_int_equal(rlb_health_rr_peek(f->c), 0);
 	for (int call = 0; call < 4; call++) {
-		select_now(e);
-		check_order(e->sel, want[call], "TV18");
+		select_now(f);
+		check_order(f->sel, want[call], "TV18");
 		if (call == 0)
 			for (size_t i = 0; i < 3; i++)
-				assert_int_equal(e->sel->policy_prio[i],
+				assert_int_equal(f->sel->policy_prio[i],
 						 prio1[i]);
 	}
-	assert_int_equal(rlb_health_rr_peek(e->c), 4);
-	env_free(e);
+	assert_int_equal(rlb_health_rr_peek(f->c), 4);
+	fx_free(f);
 }
 
 /* TV19: N = 5: call 1 [1,2,3,4,0], call 5 [0,1,2,3,4], firsts 1,2,3,4,0,1. */
 static void test_select_round_robin_five(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 5, NULL);
+	struct fx *f = fx_cluster("round_robin", 5, NULL, NULL);
 	static const uint32_t call1[] = {1, 2, 3, 4, 0};
 	static const uint32_t call5[] = {0, 1, 2, 3, 4};
 	static const uint32_t firsts[] = {1, 2, 3, 4, 0, 1};
 
 	for (int call = 0; call < 6; call++) {
-		select_now(e);
-		assert_int_equal(e->sel->order[0], firsts[call]);
+		select_now(f);
+		assert_int_equal(f->sel->order[0], firsts[call]);
 		if (call == 0)
-			check_order(e->sel, call1, "TV19 call 1");
+			check_order(f->sel, call1, "TV19 call 1");
 		if (call == 4)
-			check_order(e->sel, call5, "TV19 call 5");
+			check_order(f->sel, call5, "TV19 call 5");
 	}
-	env_free(e);
+	fx_free(f);
 }
 
 /* TV20 (errors [0,1,0]) and TV21 (priority [1,2,1]): double load on 2. */
@@ -738,88 +703,102 @@ static void test_select_round_robin_errors_and_priority(void **state)
 		{2, 0, 1}, {2, 0, 1}, {0, 2, 1},
 	};
 	static const uint64_t errors[] = {0, 1, 0};
-	struct env *tv20 = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
-	struct env *tv21 = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+	static const int64_t priority[] = {1, 2, 1};
+	struct fx_spec spec = {
+		.policy = "round_robin",
+		.n = 3,
+		.priority = priority,
+	};
+	struct fx *tv20 = fx_cluster("round_robin", 3, NULL, NULL);
+	struct fx *tv21 = fx_new(&spec);
 
 	set_errors(tv20, errors);
-	tv21->c->replicas[1].priority = 2;
 	for (int call = 0; call < 6; call++) {
 		select_now(tv20);
 		check_order(tv20->sel, want[call], "TV20");
 		select_now(tv21);
 		check_order(tv21->sel, want[call], "TV21");
 	}
-	env_free(tv20);
-	env_free(tv21);
+	fx_free(tv20);
+	fx_free(tv21);
 }
 
-/* Only round_robin selections advance the counter. */
+/*
+ * Only round_robin selections advance the counter: one cluster loaded
+ * with each policy in turn, sharing its state file as reloads do.
+ */
 static void test_select_counter_only_for_round_robin(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_IN_ORDER, 3, NULL);
+	struct fx *f = fx_cluster("in_order", 3, NULL, NULL);
 	static const uint32_t first[] = {1, 2, 0};
+	struct fx_spec spec = {.name = f->c->name, .n = 3};
+	struct fx *g;
 
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
 		if (p == RLB_POLICY_ROUND_ROBIN)
 			continue;
-		e->c->s.load_balancing = (enum rlb_policy)p;
+		spec.policy = rlb_policy_name((enum rlb_policy)p);
+		g = fx_new(&spec);
 		for (int rep = 0; rep < 5; rep++)
-			select_now(e);
+			select_now(g);
+		fx_free(g);
 	}
-	assert_int_equal(rlb_health_rr_peek(e->c), 0);
-	e->c->s.load_balancing = RLB_POLICY_ROUND_ROBIN;
-	select_now(e);
-	check_order(e->sel, first, "first round_robin");
-	assert_int_equal(rlb_health_rr_peek(e->c), 1);
-	env_free(e);
+	assert_int_equal(rlb_health_rr_peek(f->c), 0);
+	spec.policy = "round_robin";
+	g = fx_new(&spec);
+	select_now(g);
+	check_order(g->sel, first, "first round_robin");
+	assert_int_equal(rlb_health_rr_peek(f->c), 1);
+	fx_free(g);
+	fx_free(f);
 }
 
 /* Peek shows the next order without consuming the turn. */
 static void test_select_peek_keeps_round_robin(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, 3, NULL);
+	struct fx *f = fx_cluster("round_robin", 3, NULL, NULL);
 	static const uint32_t a[] = {1, 2, 0}, b[] = {2, 0, 1};
 
 	for (int rep = 0; rep < 3; rep++) {
-		rlb_select(e->c, true, NOW, e->sel);
-		check_order(e->sel, a, "peek before call 1");
+		rlb_select(f->c, true, NOW, f->sel);
+		check_order(f->sel, a, "peek before call 1");
 	}
-	assert_int_equal(rlb_health_rr_peek(e->c), 0);
-	select_now(e);
-	check_order(e->sel, a, "call 1");
-	rlb_select(e->c, true, NOW, e->sel);
-	check_order(e->sel, b, "peek before call 2");
-	assert_int_equal(rlb_health_rr_peek(e->c), 1);
-	env_free(e);
+	assert_int_equal(rlb_health_rr_peek(f->c), 0);
+	select_now(f);
+	check_order(f->sel, a, "call 1");
+	rlb_select(f->c, true, NOW, f->sel);
+	check_order(f->sel, b, "peek before call 2");
+	assert_int_equal(rlb_health_rr_peek(f->c), 1);
+	fx_free(f);
 }
 
 /* Peek shows decayed counts but writes neither counts nor T. */
 static void test_select_peek_does_not_decay(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_IN_ORDER, 2, NULL);
+	struct fx *f = fx_cluster("in_order", 2, NULL, NULL);
 	static const uint32_t healthy[] = {0, 1}, failing[] = {1, 0};
 
 	/* A peek on fresh state does not even start the clock. */
-	rlb_select(e->c, true, 1000, e->sel);
-	assert_int_equal(rlb_health_decay_time(e->c), 0);
-	rlb_select(e->c, false, 1000, e->sel);
-	assert_int_equal(rlb_health_decay_time(e->c), 1000);
-	add_errors(e->c, 0, 5);
+	rlb_select(f->c, true, 1000, f->sel);
+	assert_int_equal(rlb_health_decay_time(f->c), 0);
+	rlb_select(f->c, false, 1000, f->sel);
+	assert_int_equal(rlb_health_decay_time(f->c), 1000);
+	add_errors(f->c, 0, 5);
 
-	rlb_select(e->c, true, 1061, e->sel);
-	assert_int_equal(e->sel->errors[0], 2);
-	check_order(e->sel, failing, "peek at 1061");
-	rlb_select(e->c, true, 1400, e->sel);
-	assert_int_equal(e->sel->errors[0], 0);
-	check_order(e->sel, healthy, "peek at 1400");
-	assert_int_equal(rlb_health_errors(e->c, 0, 1400, false), 5);
-	assert_int_equal(rlb_health_decay_time(e->c), 1000);
+	rlb_select(f->c, true, 1061, f->sel);
+	assert_int_equal(f->sel->errors[0], 2);
+	check_order(f->sel, failing, "peek at 1061");
+	rlb_select(f->c, true, 1400, f->sel);
+	assert_int_equal(f->sel->errors[0], 0);
+	check_order(f->sel, healthy, "peek at 1400");
+	assert_int_equal(rlb_health_errors(f->c, 0, 1400, false), 5);
+	assert_int_equal(rlb_health_decay_time(f->c), 1000);
 
-	rlb_select(e->c, false, 1061, e->sel);
-	assert_int_equal(e->sel->errors[0], 2);
-	assert_int_equal(rlb_health_errors(e->c, 0, 1061, false), 2);
-	assert_int_equal(rlb_health_decay_time(e->c), 1061);
-	env_free(e);
+	rlb_select(f->c, false, 1061, f->sel);
+	assert_int_equal(f->sel->errors[0], 2);
+	assert_int_equal(rlb_health_errors(f->c, 0, 1061, false), 2);
+	assert_int_equal(rlb_health_decay_time(f->c), 1061);
+	fx_free(f);
 }
 
 /* TV24: decay applied by selections at explicit times. */
@@ -832,77 +811,86 @@ static void test_select_applies_decay(void **state)
 		{1059, 5, 1000}, {1061, 2, 1061}, {1120, 2, 1061},
 		{1121, 1, 1121}, {1300, 0, 1300},
 	};
-	struct env *e = env_new(RLB_POLICY_RANDOM, 2, NULL);
+	struct fx *f = fx_cluster("random", 2, NULL, NULL);
 	static const uint32_t b_first[] = {1, 0};
 
-	rlb_select(e->c, false, 1000, e->sel);
-	assert_int_equal(rlb_health_decay_time(e->c), 1000);
-	add_errors(e->c, 0, 5);
+	rlb_select(f->c, false, 1000, f->sel);
+	assert_int_equal(rlb_health_decay_time(f->c), 1000);
+	add_errors(f->c, 0, 5);
 	for (size_t k = 0; k < ARRAY_SIZE(steps); k++) {
-		rlb_select(e->c, false, steps[k].t, e->sel);
-		if (e->sel->errors[0] != steps[k].errors ||
-		    rlb_health_decay_time(e->c) != (int64_t)steps[k].decay_time)
+		rlb_select(f->c, false, steps[k].t, f->sel);
+		if (f->sel->errors[0] != steps[k].errors ||
+		    rlb_health_decay_time(f->c) != (int64_t)steps[k].decay_time)
 			fail_msg("t=%lld: A=%llu T=%lld, want A=%llu T=%llu",
 				 (long long)steps[k].t,
-				 (unsigned long long)e->sel->errors[0],
-				 (long long)rlb_health_decay_time(e->c),
+				 (unsigned long long)f->sel->errors[0],
+				 (long long)rlb_health_decay_time(f->c),
 				 (unsigned long long)steps[k].errors,
 				 (unsigned long long)steps[k].decay_time);
-		assert_int_equal(e->sel->errors[1], 0);
+		assert_int_equal(f->sel->errors[1], 0);
 		if (steps[k].errors)
-			check_order(e->sel, b_first, "A has errors");
+			check_order(f->sel, b_first, "A has errors");
 	}
-	env_free(e);
+	fx_free(f);
 }
 
 /* TV25: half-life 0 forgets at the next selection. */
 static void test_select_half_life_zero(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_IN_ORDER, 2, NULL);
+	struct fx *f = fx_cluster("in_order", 2, NULL,
+				  "distributed_replica_error_half_life = 0;");
 	static const uint32_t want[] = {0, 1};
 
-	e->c->s.half_life = 0;
-	rlb_select(e->c, false, 1000, e->sel);
-	add_errors(e->c, 0, 7);
-	rlb_select(e->c, false, 1005, e->sel);
-	assert_int_equal(e->sel->errors[0], 0);
-	check_order(e->sel, want, "TV25");
-	env_free(e);
+	rlb_select(f->c, false, 1000, f->sel);
+	add_errors(f->c, 0, 7);
+	rlb_select(f->c, false, 1005, f->sel);
+	assert_int_equal(f->sel->errors[0], 0);
+	check_order(f->sel, want, "TV25");
+	fx_free(f);
 }
 
-/* TV22: random with errors [0,0,5]: 2 always last, 0 first half the time. */
+/*
+ * TV22: random with errors [0,0,5]: 2 last whatever it draws, 0 first when
+ * it draws less than 1 (or the same), so in half of all draw orders.
+ */
 static void test_select_random_with_errors(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_RANDOM, 3, NULL);
+	static const struct {
+		uint32_t draws[3], want[3];
+	} v[] = {
+		{{0, 1, 2}, {0, 1, 2}}, {{0, 2, 1}, {0, 1, 2}},
+		{{1, 0, 2}, {1, 0, 2}}, {{1, 2, 0}, {0, 1, 2}},
+		{{2, 0, 1}, {1, 0, 2}}, {{2, 1, 0}, {1, 0, 2}},
+		{{4, 4, 4}, {0, 1, 2}},
+	};
+	struct fx *f = fx_cluster("random", 3, NULL, NULL);
 	static const uint64_t errors[] = {0, 0, 5};
-	int counts[3] = {0};
 
-	set_errors(e, errors);
-	count_picks(e, 4000, -1, 2, counts);
-	/* sigma = 31.6: +-200 is 6.3 sigma. */
-	assert_in_range(counts[0], 1800, 2200);
-	assert_int_equal(counts[0] + counts[1], 4000);
-	for (size_t i = 0; i < 3; i++)
-		assert_int_equal(e->sel->policy_prio[i], 0);
-	env_free(e);
+	set_errors(f, errors);
+	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
+		select_drawn(f, v[k].draws, v[k].want, "TV22");
+		for (size_t i = 0; i < 3; i++)
+			assert_int_equal(f->sel->policy_prio[i], 0);
+	}
+	fx_free(f);
 }
 
 /* Three tied replicas: all six orders, each close to 1/6. */
 static void test_select_ties_uniform(void **state)
 {
-	struct env *e = env_new(RLB_POLICY_RANDOM, 3, NULL);
+	struct fx *f = fx_cluster("random", 3, NULL, NULL);
 	int perms[6] = {0};
 
 	for (int r = 0; r < 6000; r++) {
-		select_now(e);
-		perms[perm3(e->sel->order)]++;
+		select_now(f);
+		perms[perm3(f->sel->order)]++;
 	}
 	/* Expect 1000 each, sigma = 29: +-150 is over 5 sigma. */
 	for (int p = 0; p < 6; p++)
 		if (perms[p] < 850 || perms[p] > 1150)
 			fail_msg("permutation %d seen %d times of 6000", p,
 				 perms[p]);
-	env_free(e);
+	fx_free(f);
 }
 
 /* TV05: one clear winner, the four tied others in uniform order. */
@@ -910,14 +898,14 @@ static void test_select_ties_after_winner_uniform(void **state)
 {
 	static const char *const hosts[] = {"sde1010", "sde102", "sde103",
 					    "sde1020", "sde1030"};
-	struct env *e = env_new(RLB_POLICY_LCP, 5, hosts);
+	struct fx *f = fx_cluster("hostname_longest_common_prefix", 5, hosts,
+				  "local_hostname = \"sde101\";");
 	int counts[5] = {0};
 
-	assert_int_equal(rlb_policy_precompute(e->c, "sde101"), 0);
-	count_picks(e, 4000, 0, -1, counts);
+	count_picks(f, 4000, 0, -1, counts);
 	for (size_t i = 1; i < 5; i++)
 		assert_in_range(counts[i], 800, 1200);
-	env_free(e);
+	fx_free(f);
 }
 
 /* Deterministic hostname vectors through the whole selection. */
@@ -973,109 +961,129 @@ static void test_select_hostname_vectors(void **state)
 	/* clang-format on */
 
 	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
-		struct env *e = env_new(v[k].policy, v[k].n, v[k].hosts);
+		struct fx *f = fx_cluster_local(rlb_policy_name(v[k].policy),
+						v[k].n, v[k].hosts, v[k].local);
 
-		assert_int_equal(rlb_policy_precompute(e->c, v[k].local), 0);
 		for (int rep = 0; rep < 30; rep++) {
-			select_now(e);
-			check_order(e->sel, v[k].want, v[k].id);
+			select_now(f);
+			check_order(f->sel, v[k].want, v[k].id);
 		}
-		env_free(e);
+		fx_free(f);
 	}
 }
 
-/* Hostname vectors with a random part: TV04a/b/c, TV08 lev, TV10, TV29. */
+/*
+ * Hostname vectors with a random part (TV04a/b/c, TV08 lev, TV10, TV29):
+ * the policy decides what it can, the draws order the rest.
+ */
 static void test_select_hostname_ties(void **state)
 {
-	static const char *const tv04[] = {"sde301", "sfe10101", "sde505"};
-	static const char *const tv10[] = {"a-long-name", "bb", "ccc"};
-	static const char *const tv29[] = {"ample-clickhouse-0-0",
-					   "example-clickhouse-1-10",
-					   "example-clickhouse-12-0"};
-	struct env *e;
-	int counts[3];
+	static const struct {
+		const char *id, *policy, *local;
+		const char *hosts[3];
+		uint32_t draws[2][3], want[2][3];
+		/* clang-format off */
+	} v[] = {
+		/* LCP: 1 first, then {0, 2}. */
+		{ "TV04a", "hostname_longest_common_prefix", "sfe301",
+		  { "sde301", "sfe10101", "sde505" },
+		  { { 9, 0, 4 }, { 4, UINT32_MAX, 9 } },
+		  { { 1, 2, 0 }, { 1, 0, 2 } } },
+		/* nearest: first in {0, 1}, 2 last. */
+		{ "TV04b", "nearest_hostname", "sfe301",
+		  { "sde301", "sfe10101", "sde505" },
+		  { { 9, 4, 0 }, { 4, 9, 0 } },
+		  { { 1, 0, 2 }, { 0, 1, 2 } } },
+		/* levenshtein: 0 first, then {1, 2}. */
+		{ "TV04c", "hostname_levenshtein_distance", "sfe301",
+		  { "sde301", "sfe10101", "sde505" },
+		  { { 9, 7, 2 }, { 9, 2, 7 } },
+		  { { 0, 2, 1 }, { 0, 1, 2 } } },
+		/* levenshtein [2, 2, 3]: {0, 1}, then 2. */
+		{ "TV08 lev", "hostname_levenshtein_distance", "web-a1.eu",
+		  { "db-a1.eu", "web-b10.eu", "web-a2.us" },
+		  { { 9, 4, 0 }, { 4, 9, 0 } },
+		  { { 1, 0, 2 }, { 0, 1, 2 } } },
+		/* LCS with an empty local name: the draws alone. */
+		{ "TV10", "hostname_longest_common_suffix", "",
+		  { "a-long-name", "bb", "ccc" },
+		  { { 3, 1, 2 }, { 2, 3, 1 } },
+		  { { 1, 2, 0 }, { 2, 0, 1 } } },
+		/* The documentation's distances tie: the draws alone. */
+		{ "TV29", "hostname_levenshtein_distance",
+		  "example-clickhouse-0-0",
+		  { "ample-clickhouse-0-0", "example-clickhouse-1-10",
+		    "example-clickhouse-12-0" },
+		  { { 5, 9, 1 }, { 1, 5, 9 } },
+		  { { 2, 0, 1 }, { 0, 1, 2 } } },
+	};
+	/* clang-format on */
 
-	/* TV04a, LCP: 1 first, then {0, 2}. */
-	e = env_new(RLB_POLICY_LCP, 3, tv04);
-	assert_int_equal(rlb_policy_precompute(e->c, "sfe301"), 0);
-	memset(counts, 0, sizeof(counts));
-	count_picks(e, 2000, 1, -1, counts);
-	assert_in_range(counts[0], 850, 1150);
-	env_free(e);
+	for (size_t k = 0; k < ARRAY_SIZE(v); k++) {
+		struct fx *f = fx_cluster_local(v[k].policy, 3, v[k].hosts,
+						v[k].local);
 
-	/* TV04b, nearest: first in {0, 1}, 2 last. */
-	e = env_new(RLB_POLICY_NEAREST_HOSTNAME, 3, tv04);
-	assert_int_equal(rlb_policy_precompute(e->c, "sfe301"), 0);
-	memset(counts, 0, sizeof(counts));
-	count_picks(e, 2000, -1, 2, counts);
-	assert_in_range(counts[0], 850, 1150);
-	env_free(e);
-
-	/* TV04c, levenshtein: 0 first, then {1, 2}. */
-	e = env_new(RLB_POLICY_LEVENSHTEIN, 3, tv04);
-	assert_int_equal(rlb_policy_precompute(e->c, "sfe301"), 0);
-	memset(counts, 0, sizeof(counts));
-	count_picks(e, 2000, 0, -1, counts);
-	assert_in_range(counts[1], 850, 1150);
-	env_free(e);
-
-	/* TV10, LCS with an empty local name: uniformly random. */
-	e = env_new(RLB_POLICY_LCS, 3, tv10);
-	assert_int_equal(rlb_policy_precompute(e->c, ""), 0);
-	memset(counts, 0, sizeof(counts));
-	count_picks(e, 3000, -1, -1, counts);
-	for (size_t i = 0; i < 3; i++)
-		assert_in_range(counts[i], 850, 1150);
-	env_free(e);
-
-	/* TV29: the documentation's distances tie: uniformly random. */
-	e = env_new(RLB_POLICY_LEVENSHTEIN, 3, tv29);
-	assert_int_equal(rlb_policy_precompute(e->c, "example-clickhouse-0-0"),
-			 0);
-	memset(counts, 0, sizeof(counts));
-	count_picks(e, 3000, -1, -1, counts);
-	for (size_t i = 0; i < 3; i++)
-		assert_in_range(counts[i], 850, 1150);
-	env_free(e);
+		for (size_t d = 0; d < 2; d++)
+			select_drawn(f, v[k].draws[d], v[k].want[d], v[k].id);
+		fx_free(f);
+	}
 }
 
 /* Past the stack key array (64): same rules, heap keys. */
 static void test_select_many_replicas(void **state)
 {
 	size_t n = 1000;
-	struct env *e = env_new(RLB_POLICY_IN_ORDER, n, NULL);
-	bool *seen = calloc(n, sizeof(*seen));
+	int64_t *priority = malloc(n * sizeof(*priority));
+	uint32_t *draws = malloc(n * sizeof(*draws));
+	uint32_t *want = malloc(n * sizeof(*want));
+	struct fx_spec spec = {.policy = "in_order", .n = n};
+	struct fx *f, *g;
 	size_t pos = 0;
 
-	assert_non_null(seen);
-	add_errors(e->c, 500, 1);
-	add_errors(e->c, 0, 1);
-	add_errors(e->c, 999, 2);
-	e->c->replicas[700].priority = 0;
-	select_now(e);
-	assert_int_equal(e->sel->order[0], 700);
+	assert_non_null(priority);
+	assert_non_null(draws);
+	assert_non_null(want);
+	for (size_t i = 0; i < n; i++)
+		priority[i] = i == 700 ? 0 : 1;
+	spec.priority = priority;
+	f = fx_new(&spec);
+	add_errors(f->c, 500, 1);
+	add_errors(f->c, 0, 1);
+	add_errors(f->c, 999, 2);
+	select_now(f);
+	assert_int_equal(f->sel->order[0], 700);
 	for (size_t i = 1; i < n; i++) {
 		if (i == 500 || i == 700 || i == 999)
 			continue;
-		assert_int_equal(e->sel->order[++pos], i);
+		assert_int_equal(f->sel->order[++pos], i);
 	}
-	assert_int_equal(e->sel->order[n - 3], 0);
-	assert_int_equal(e->sel->order[n - 2], 500);
-	assert_int_equal(e->sel->order[n - 1], 999);
+	assert_int_equal(f->sel->order[n - 3], 0);
+	assert_int_equal(f->sel->order[n - 2], 500);
+	assert_int_equal(f->sel->order[n - 1], 999);
 
-	/* Random at this size: a permutation, errors last. */
-	e->c->s.load_balancing = RLB_POLICY_RANDOM;
-	e->c->replicas[700].priority = 1;
-	select_now(e);
+	/*
+	 * The same cluster as random, 700 back to the default priority:
+	 * draws falling with the index turn each error group around.
+	 */
+	spec.name = f->c->name;
+	spec.policy = "random";
+	spec.priority = NULL;
+	g = fx_new(&spec);
+	pos = 0;
 	for (size_t i = 0; i < n; i++) {
-		assert_in_range(e->sel->order[i], 0, n - 1);
-		assert_false(seen[e->sel->order[i]]);
-		seen[e->sel->order[i]] = true;
+		draws[i] = (uint32_t)(n - i) * 4000000u;
+		if (n - 1 - i != 0 && n - 1 - i != 500 && n - 1 - i != 999)
+			want[pos++] = (uint32_t)(n - 1 - i);
 	}
-	assert_int_equal(e->sel->order[n - 1], 999);
-	assert_true(e->sel->order[n - 2] == 0 || e->sel->order[n - 2] == 500);
-	free(seen);
-	env_free(e);
+	want[pos++] = 500;
+	want[pos++] = 0;
+	want[pos++] = 999;
+	select_drawn(g, draws, want, "random, 1000 replicas");
+	fx_free(g);
+	fx_free(f);
+	free(priority);
+	free(draws);
+	free(want);
 }
 
 /*
@@ -1083,9 +1091,9 @@ static void test_select_many_replicas(void **state)
  * fields span more than 64 bits), a selection over many replicas is a
  * permutation ordered by (effective errors, priority, policy priority).
  */
-static void check_selection_sorted(const struct env *e, int64_t ignored)
+static void check_selection_sorted(const struct fx *f, int64_t ignored)
 {
-	const struct rlb_selection *sel = e->sel;
+	const struct rlb_selection *sel = f->sel;
 	size_t n = sel->n;
 	bool *seen = calloc(n, sizeof(*seen));
 
@@ -1104,8 +1112,8 @@ static void check_selection_sorted(const struct env *e, int64_t ignored)
 			uint64_t ei = sel->errors[i] > (uint64_t)ignored
 					      ? sel->errors[i] - ignored
 					      : 0;
-			int64_t ph = e->c->replicas[h].priority;
-			int64_t pi = e->c->replicas[i].priority;
+			int64_t ph = f->c->replicas[h].priority;
+			int64_t pi = f->c->replicas[i].priority;
 
 			if (eh != ei) {
 				assert_true(eh < ei);
@@ -1121,47 +1129,54 @@ static void check_selection_sorted(const struct env *e, int64_t ignored)
 }
 
 /*
- * Spread 0: small fields, packed. 1: priorities over the whole int64
- * range, comparison sort. 2: priorities 2^41 apart, which fit 64 bits
- * only without the 32 random bits, so also the comparison sort.
+ * Spread 0: small fields, packed. 1: priorities over all the config
+ * allows (0 .. INT64_MAX), comparison sort. 2: priorities 2^41 apart,
+ * which fit 64 bits only without the 32 random bits, so also the
+ * comparison sort.
  */
 static void test_select_many_replicas_mixed_keys(void **state)
 {
 	size_t n = 300;
+	int64_t *priority = malloc(n * sizeof(*priority));
+	struct fx_spec spec = {
+		.n = n,
+		.priority = priority,
+		/* Every replica has an error; errors <= M count 0. */
+		.settings = "distributed_replica_max_ignored_errors = 2; "
+			    "local_hostname = \"r17.example\";",
+	};
 
+	assert_non_null(priority);
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		spec.policy = rlb_policy_name((enum rlb_policy)p);
 		for (int wide = 0; wide < 3; wide++) {
-			struct env *e = env_new((enum rlb_policy)p, n, NULL);
+			struct fx *f;
 
-			/* Every replica has an error; errors <= M count 0. */
-			e->c->s.max_ignored_errors = 2;
-			for (size_t i = 0; i < n; i++) {
-				add_errors(e->c, i, i * 7 % 11 + 1);
-				e->c->replicas[i].priority =
-					(int64_t)(i * 13 % 5) - 2;
-			}
+			for (size_t i = 0; i < n; i++)
+				priority[i] = (int64_t)(i * 13 % 5) + 1;
 			/* 3 has the most errors (11), 0 the fewest (1). */
 			if (wide == 1) {
-				e->c->replicas[0].priority = INT64_MIN;
-				e->c->replicas[3].priority = INT64_MAX;
+				priority[0] = 0;
+				priority[3] = INT64_MAX;
 			} else if (wide == 2) {
-				e->c->replicas[0].priority =
-					-(INT64_C(1) << 40);
-				e->c->replicas[3].priority = INT64_C(1) << 40;
+				priority[0] = 0;
+				priority[3] = INT64_C(1) << 41;
 			}
-			assert_int_equal(
-				rlb_policy_precompute(e->c, "r17.example"), 0);
+			f = fx_new(&spec);
+			for (size_t i = 0; i < n; i++)
+				add_errors(f->c, i, i * 7 % 11 + 1);
 			for (int rep = 0; rep < 5; rep++) {
-				select_now(e);
-				check_selection_sorted(e, 2);
+				select_now(f);
+				check_selection_sorted(f, 2);
 			}
 			if (wide > 0) {
-				assert_int_equal(e->sel->order[0], 0);
-				assert_int_equal(e->sel->order[n - 1], 3);
+				assert_int_equal(f->sel->order[0], 0);
+				assert_int_equal(f->sel->order[n - 1], 3);
 			}
-			env_free(e);
+			fx_free(f);
 		}
 	}
+	free(priority);
 }
 
 /* 100 tied replicas: each comes first (and last) about 1/100 of the time. */
@@ -1169,16 +1184,16 @@ static void test_select_many_ties_uniform(void **state)
 {
 	size_t n = 100;
 	int runs = 10000;
-	struct env *e = env_new(RLB_POLICY_RANDOM, n, NULL);
+	struct fx *f = fx_cluster("random", n, NULL, NULL);
 	int *first = calloc(n, sizeof(*first));
 	int *last = calloc(n, sizeof(*last));
 
 	assert_non_null(first);
 	assert_non_null(last);
 	for (int r = 0; r < runs; r++) {
-		select_now(e);
-		first[e->sel->order[0]]++;
-		last[e->sel->order[n - 1]]++;
+		select_now(f);
+		first[f->sel->order[0]]++;
+		last[f->sel->order[n - 1]]++;
 	}
 	/* Expect 100 each, sigma 9.95: 40..160 is 6 sigma. */
 	for (size_t i = 0; i < n; i++) {
@@ -1189,7 +1204,7 @@ static void test_select_many_ties_uniform(void **state)
 	}
 	free(first);
 	free(last);
-	env_free(e);
+	fx_free(f);
 }
 
 /* Exactly at and just past the stack limit, round_robin rotates. */
@@ -1199,15 +1214,15 @@ static void test_select_round_robin_stack_boundary(void **state)
 
 	for (size_t k = 0; k < ARRAY_SIZE(sizes); k++) {
 		size_t n = sizes[k];
-		struct env *e = env_new(RLB_POLICY_ROUND_ROBIN, n, NULL);
+		struct fx *f = fx_cluster("round_robin", n, NULL, NULL);
 
 		for (size_t call = 0; call < n + 2; call++) {
-			select_now(e);
+			select_now(f);
 			for (size_t i = 0; i < n; i++)
-				assert_int_equal(e->sel->order[i],
+				assert_int_equal(f->sel->order[i],
 						 (call + 1 + i) % n);
 		}
-		env_free(e);
+		fx_free(f);
 	}
 }
 
@@ -1245,5 +1260,5 @@ int main(void)
 		cmocka_unit_test(test_select_round_robin_stack_boundary),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, NULL, fx_group_teardown);
 }
