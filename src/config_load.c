@@ -230,8 +230,9 @@ static enum read_result read_checked(const char *path, char **text, size_t *len,
 	else
 		res = READ_OK;
 out_close:
+	/* Not close(): that is the library's own hook. */
 	if (fd >= 0)
-		close(fd);
+		rlb_libc()->close(fd);
 	return res;
 }
 
