@@ -6,6 +6,7 @@
 # The attack of issue 8: another user's apps.d/python3.conf, planted next to
 # the config, redirects the cluster. Runs as root to give files to nobody.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+umask 022	# what the test writes is trusted unless it says otherwise
 rlb_setup
 
 [ "$(id -u)" = 0 ] || skip "needs root to give files to another user"

@@ -2133,5 +2133,7 @@ int main(void)
 		cmocka_unit_test(test_config_libconfig_opens_nothing),
 	};
 
+	/* Files the tests write must not be group-writable (§2.7). */
+	umask(022);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
