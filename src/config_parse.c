@@ -190,9 +190,9 @@ static void set_defaults(void *base, enum key_scope here)
 /* Messages */
 
 /*
- * The file and line of line `line` of the text being parsed: p->lines
- * maps the text that config_load.c built from a file and what it
- * @includes; without a map the text is p->file's own.
+ * The file and line of line `line` of the text being parsed: p->spans
+ * map the text that config_load.c built from a file and what it
+ * @includes; without them the text is p->file's own.
  */
 static int origin(const struct rlb_cfg_parser *p, int line, const char **file)
 {
