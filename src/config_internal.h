@@ -29,11 +29,25 @@ struct rlb_cfg_layer {
 	size_t nclusters;
 };
 
+/*
+ * A run of lines of the text handed to libconfig, which is a file with
+ * the files it @includes put in their places (config_load.c): line
+ * `first` of the text, and those after it up to the next span's first,
+ * are lines `line`, line + 1, ... of `file`.
+ */
+struct rlb_cfg_span {
+	int first;	  /* first line of the text it covers, from 1 */
+	const char *file; /* name for messages */
+	int line;	  /* line of file that `first` is */
+};
+
 /* Error collection of one load. */
 struct rlb_cfg_parser {
-	const char *file;      /* name for messages of the file being read */
-	const char *text;      /* its text while it is parsed, or NULL */
-	const char *dir;       /* its directory, for @include'd names */
+	const char *file; /* name for messages of the file being read */
+	const char *text; /* the text being parsed, or NULL */
+	/* Origin of the text's lines, by ascending first; none: p->file's. */
+	const struct rlb_cfg_span *spans;
+	size_t nspans;
 	struct rlb_diag *diag; /* may be NULL: count errors only */
 	unsigned errors;
 	bool nomem;
@@ -49,12 +63,13 @@ void rlb_cfg_layer_free(struct rlb_cfg_layer *l);
 /* config_parse.c */
 
 /*
- * Parse libconfig text (never NULL) into l, an empty layer, as the file
- * p->file; @include'd names are relative to dir (NULL: the working
- * directory). Every error goes to p; l holds what was readable.
+ * Parse libconfig text (never NULL) into l, an empty layer. Lines are
+ * named by p->spans (or as p->file's). The text must hold no @include
+ * that is still to be read: libconfig is never let open a file. Every
+ * error goes to p; l holds what was readable.
  */
 void rlb_cfg_parse_text(struct rlb_cfg_parser *p, const char *text,
-			const char *dir, struct rlb_cfg_layer *l);
+			struct rlb_cfg_layer *l);
 /* One error "file:line: message"; line <= 0 leaves the line out. */
 void rlb_cfg_report_at(struct rlb_cfg_parser *p, const char *file, int line,
 		       const char *fmt, ...) RLB_PRINTF(4, 5);

@@ -190,20 +190,36 @@ static void set_defaults(void *base, enum key_scope here)
 /* Messages */
 
 /*
- * libconfig names an @include'd file (inc, the source file of a setting
- * or error; NULL for the file itself) as written in the @include, but
- * opens it relative to p->dir: the directory to put in front, or "".
+ * The file and line of line `line` of the text being parsed: p->spans
+ * map the text that config_load.c built from a file and what it
+ * @includes; without them the text is p->file's own.
  */
-static const char *include_dir(const struct rlb_cfg_parser *p, const char *inc)
+static int origin(const struct rlb_cfg_parser *p, int line, const char **file)
 {
-	return inc && p->dir && inc[0] != '/' ? p->dir : "";
+	const struct rlb_cfg_span *s;
+	size_t lo = 0, hi = p->nspans;
+
+	*file = p->file;
+	if (!p->nspans || line <= 0)
+		return line;
+	/* The last span that starts at or before the line. */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->spans[mid].first <= line)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	s = &p->spans[lo];
+	*file = s->file;
+	return s->line + (line - s->first);
 }
 
-/* One error at dir/file:line (dir "" for none; line <= 0 for none). */
-static void vreport(struct rlb_cfg_parser *p, const char *dir, const char *file,
-		    int line, const char *fmt, va_list ap)
+/* One error at file:line (line <= 0 for none). */
+static void vreport(struct rlb_cfg_parser *p, const char *file, int line,
+		    const char *fmt, va_list ap)
 {
-	const char *sep = *dir ? "/" : "";
 	char *msg;
 
 	p->errors++;
@@ -214,22 +230,10 @@ static void vreport(struct rlb_cfg_parser *p, const char *dir, const char *file,
 		return;
 	}
 	if (line > 0)
-		rlb_diag_add(p->diag, "%s%s%s:%d: %s", dir, sep, file, line,
-			     msg);
+		rlb_diag_add(p->diag, "%s:%d: %s", file, line, msg);
 	else
-		rlb_diag_add(p->diag, "%s%s%s: %s", dir, sep, file, msg);
+		rlb_diag_add(p->diag, "%s: %s", file, msg);
 	free(msg);
-}
-
-static void RLB_PRINTF(5, 6)
-	report_in(struct rlb_cfg_parser *p, const char *dir, const char *file,
-		  int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vreport(p, dir, file, line, fmt, ap);
-	va_end(ap);
 }
 
 void rlb_cfg_report_at(struct rlb_cfg_parser *p, const char *file, int line,
@@ -238,23 +242,8 @@ void rlb_cfg_report_at(struct rlb_cfg_parser *p, const char *file, int line,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(p, "", file, line, fmt, ap);
+	vreport(p, file, line, fmt, ap);
 	va_end(ap);
-}
-
-static const char *setting_file(const struct rlb_cfg_parser *p,
-				const config_setting_t *s)
-{
-	const char *f = config_setting_source_file(s);
-
-	/* Only @include'd files carry a name; the rest is p->file. */
-	return f ? f : p->file;
-}
-
-static const char *setting_dir(const struct rlb_cfg_parser *p,
-			       const config_setting_t *s)
-{
-	return include_dir(p, config_setting_source_file(s));
 }
 
 /*
@@ -273,7 +262,7 @@ static int setting_line(const struct rlb_cfg_parser *p,
 
 	if (config_setting_name(s) ||
 	    config_setting_type(s) != CONFIG_TYPE_STRING || !p->text ||
-	    config_setting_source_file(s) || line < 2)
+	    line < 2)
 		return line;
 	if (asprintf(&needle, "\"%s\"", config_setting_get_string(s)) < 0)
 		return line;
@@ -306,11 +295,12 @@ static void RLB_PRINTF(3, 4)
 	report(struct rlb_cfg_parser *p, const config_setting_t *s,
 	       const char *fmt, ...)
 {
+	const char *file;
+	int line = origin(p, setting_line(p, s), &file);
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(p, setting_dir(p, s), setting_file(p, s), setting_line(p, s),
-		fmt, ap);
+	vreport(p, file, line, fmt, ap);
 	va_end(ap);
 }
 
@@ -859,8 +849,9 @@ static void parse_replicas(struct rlb_cfg_parser *p, const config_setting_t *s,
 	for (int i = 0; i < n; i++) {
 		const config_setting_t *e = config_setting_get_elem(s, i);
 		struct rlb_replica *r = &c->replicas[i];
+		const char *file;
 
-		r->line = setting_line(p, e);
+		r->line = origin(p, setting_line(p, e), &file);
 		set_defaults(r, RLB_SCOPE_REPLICA);
 		if (config_setting_type(e) == CONFIG_TYPE_STRING)
 			parse_replica_string(p, e, r);
@@ -977,20 +968,18 @@ static void set_cluster_name(struct rlb_cfg_parser *p,
 static void parse_cluster(struct rlb_cfg_parser *p, const config_setting_t *grp,
 			  struct rlb_cfg_cluster *pc)
 {
-	const char *dir = setting_dir(p, grp), *file = setting_file(p, grp);
 	struct rlb_cluster *c = &pc->c;
 	struct group g = {.here = RLB_SCOPE_CLUSTER, .base = c};
+	const char *file;
 
-	c->line = (int)config_setting_source_line(grp);
-	if (asprintf(&c->file, "%s%s%s", dir, *dir ? "/" : "", file) < 0) {
-		c->file = NULL;
-		p->nomem = true;
-	}
+	c->line = origin(p, (int)config_setting_source_line(grp), &file);
+	c->file = rlb_cfg_strdup(p, file);
 	set_defaults(c, RLB_SCOPE_CLUSTER);
 	parse_group(p, grp, &g);
 	pc->given = g.given;
 	if (g.name)
-		pc->name_line = (int)config_setting_source_line(g.name);
+		pc->name_line = origin(
+			p, (int)config_setting_source_line(g.name), &file);
 	else
 		report(p, grp, "cluster has no name");
 	if (!g.replicas) {
@@ -1054,33 +1043,56 @@ static void parse_clusters(struct rlb_cfg_parser *p, const config_setting_t *s,
 	}
 }
 
+#if LIBCONFIG_VER_MAJOR > 1 ||                                                 \
+	(LIBCONFIG_VER_MAJOR == 1 && LIBCONFIG_VER_MINOR >= 7)
+static const char **no_include(config_t *lc, const char *dir, const char *path,
+			       const char **error)
+{
+	(void)lc;
+	(void)dir;
+	(void)path;
+	*error = "cannot open include file";
+	return NULL;
+}
+#endif
+
+/*
+ * libconfig must never open a file itself: config_load.c has put every
+ * @include it reads in its place. Should one be left, it fails to open
+ * without anything being opened (libconfig 1.5 puts the include
+ * directory in front of every name, absolute ones too: "/dev/null/..."
+ * is never a file).
+ */
+static void bar_includes(config_t *lc)
+{
+#if LIBCONFIG_VER_MAJOR > 1 ||                                                 \
+	(LIBCONFIG_VER_MAJOR == 1 && LIBCONFIG_VER_MINOR >= 7)
+	config_set_include_func(lc, no_include);
+#else
+	config_set_include_dir(lc, "/dev/null");
+#endif
+}
+
 void rlb_cfg_parse_text(struct rlb_cfg_parser *p, const char *text,
-			const char *dir, struct rlb_cfg_layer *l)
+			struct rlb_cfg_layer *l)
 {
 	struct group g = {.here = RLB_SCOPE_TOP, .base = &l->top, .layer = l};
+	const char *file;
 	config_t lc;
+	int line;
 
 	config_init(&lc);
-	if (dir)
-		config_set_include_dir(&lc, dir);
+	bar_includes(&lc);
 	p->text = text;
-	p->dir = dir;
 	if (config_read_string(&lc, text) == CONFIG_TRUE) {
 		l->parsed = true;
 		parse_group(p, config_root_setting(&lc), &g);
 		l->given = g.given;
 	} else {
-		const char *f = config_error_file(&lc);
-
-		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO && !f)
-			rlb_cfg_report_at(p, p->file, 0, "cannot read");
-		else
-			report_in(p, include_dir(p, f), f ? f : p->file,
-				  config_error_line(&lc), "%s",
-				  config_error_text(&lc));
+		line = origin(p, config_error_line(&lc), &file);
+		rlb_cfg_report_at(p, file, line, "%s", config_error_text(&lc));
 	}
 	p->text = NULL;
-	p->dir = NULL;
 	config_destroy(&lc);
 }
 

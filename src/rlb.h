@@ -221,6 +221,7 @@ struct rlb_file_stamp {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	struct timespec ctime; /* also a chmod or chown: trust may change */
 };
 
 /* The files a load read (main, app), to tell when one is edited. */

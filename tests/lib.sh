@@ -151,6 +151,9 @@ skip()
 rlb_setup()
 {
 	local v
+	# Config files the tests write must pass the trust rule (design.md
+	# §2.7: writable by no one else), whatever the caller's umask.
+	umask 022
 	T=$(mktemp -d "${TMPDIR:-/tmp}/rlbtest.XXXXXX") || exit 1
 	trap rlb_cleanup EXIT
 	trap 'exit 1' INT TERM HUP

@@ -9,11 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "config_internal.h"
 #include "rlb.h"
 
 #define ETC_DIR TEST_DATA_DIR "/../../etc"
@@ -1009,7 +1012,9 @@ static void test_config_unreadable_file(void **state)
 
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
 	assert_null(cfg);
-	expect_diag(&d, TEST_DATA_DIR ": is a directory", NULL);
+	expect_diag(&d,
+		    TEST_DATA_DIR ": not used: a directory, not a regular file",
+		    NULL);
 	rlb_diag_free(&d);
 }
 
@@ -1371,6 +1376,13 @@ static void test_config_changed(void **state)
 	assert_true(rlb_config_changed(cfg));
 	rlb_config_free(cfg);
 
+	/* A chmod, which may make the file trusted or not. */
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_false(rlb_config_changed(cfg));
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_true(rlb_config_changed(cfg));
+	rlb_config_free(cfg);
+
 	/* The app file appears later. */
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
 	assert_false(rlb_config_changed(cfg));
@@ -1571,6 +1583,495 @@ static void test_config_mutations_never_crash(void **state)
 	assert_true(bad > 0);
 }
 
+/* ---------------------------------------------------------------- */
+/* The trust rule (design.md §2.7) and @include */
+
+/* A test that a hang would stall fails instead: SIGALRM kills it. */
+#define NO_HANG() alarm(10)
+
+/* The uid of "nobody": someone else, for tests that run as root. */
+static uid_t nobody(void)
+{
+	struct passwd *pw = getpwnam("nobody");
+
+	return pw ? pw->pw_uid : 65534;
+}
+
+static void tmp_chmod(const struct tmp *t, const char *rel, mode_t mode)
+{
+	char *p = tmp_path(t, rel);
+
+	assert_int_equal(chmod(p, mode), 0);
+	free(p);
+}
+
+static void tmp_chown_nobody(const struct tmp *t, const char *rel)
+{
+	char *p = tmp_path(t, rel);
+
+	assert_int_equal(chown(p, nobody(), (gid_t)-1), 0);
+	free(p);
+}
+
+static void tmp_mkfifo(const struct tmp *t, const char *rel)
+{
+	char *p = tmp_path(t, rel);
+
+	assert_int_equal(mkfifo(p, 0600), 0);
+	free(p);
+}
+
+/* Load t's file rel (app file of app, if not NULL) expecting rc and
+ * the one message msg ("%s" for t's directory), or none if NULL. */
+static void expect_load(const struct tmp *t, const char *rel, const char *app,
+			int rc, const char *msg)
+{
+	struct rlb_config_source src = {.app = app};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	char *want = NULL;
+
+	src.path = tmp_path(t, rel);
+	if (msg)
+		assert_true(asprintf(&want, msg, t->dir) > 0);
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), rc);
+	expect_diag(&d, want, NULL);
+	rlb_config_free(cfg);
+	rlb_diag_free(&d);
+	free(want);
+	free((char *)src.path);
+}
+
+/* Capture what the library logs to stderr between the two calls. */
+struct capture {
+	int saved;
+	FILE *f;
+};
+
+static void capture_start(struct capture *c)
+{
+	c->f = tmpfile();
+	assert_non_null(c->f);
+	c->saved = dup(2);
+	assert_true(c->saved >= 0);
+	assert_int_equal(dup2(fileno(c->f), 2), 2);
+}
+
+/* What was logged (free()). */
+static char *capture_end(struct capture *c)
+{
+	char *out = calloc(1, 4096);
+
+	assert_int_equal(dup2(c->saved, 2), 2);
+	close(c->saved);
+	assert_non_null(out);
+	rewind(c->f);
+	assert_true(fread(out, 1, 4095, c->f) < 4095);
+	fclose(c->f);
+	return out;
+}
+
+static void test_config_trust_mode(void **state)
+{
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", MINIMAL);
+	tmp_chmod(&t, "m.conf", 0664);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/m.conf: not used: writable by group");
+	tmp_chmod(&t, "m.conf", 0646);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/m.conf: not used: writable by others");
+	tmp_chmod(&t, "m.conf", 0666);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/m.conf: not used: writable by group and others");
+	/* Read-only for everyone, or readable by all: fine. */
+	tmp_chmod(&t, "m.conf", 0444);
+	expect_load(&t, "m.conf", NULL, 0, NULL);
+	tmp_chmod(&t, "m.conf", 0644);
+	expect_load(&t, "m.conf", NULL, 0, NULL);
+	tmp_cleanup(&t);
+}
+
+static void test_config_trust_owner(void **state)
+{
+	struct tmp t;
+
+	if (geteuid() != 0)
+		skip(); /* only root can give a file away */
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", MINIMAL);
+	tmp_chown_nobody(&t, "m.conf");
+	{
+		char *msg;
+
+		assert_true(asprintf(&msg,
+				     "%%s/m.conf: not used: owned by "
+				     "uid %lu",
+				     (unsigned long)nobody()) > 0);
+		expect_load(&t, "m.conf", NULL, -EINVAL, msg);
+		free(msg);
+	}
+	/* Root's own file is trusted by everyone. */
+	assert_int_equal(chown(t.dir, 0, 0), 0);
+	tmp_write(&t, "r.conf", MINIMAL);
+	expect_load(&t, "r.conf", NULL, 0, NULL);
+	tmp_cleanup(&t);
+}
+
+/* Every directory up to /, as ssh's StrictModes: group or other write
+ * only with the sticky bit, as /tmp has. */
+static void test_config_trust_directories(void **state)
+{
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", MINIMAL);
+	tmp_chmod(&t, ".", 0777);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%1$s/m.conf: not used: directory %1$s is writable by "
+		    "group and others");
+	tmp_chmod(&t, ".", 0770);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%1$s/m.conf: not used: directory %1$s is writable by "
+		    "group");
+	tmp_chmod(&t, ".", 01777);
+	expect_load(&t, "m.conf", NULL, 0, NULL);
+	tmp_chmod(&t, ".", 0700);
+
+	/* Through a symlinked directory, what counts is where it leads. */
+	{
+		char *link = tmp_path(&t, "link"), *path;
+		struct rlb_config_source src = {0};
+		struct rlb_config *cfg = NULL;
+		struct rlb_diag d = {0};
+
+		assert_int_equal(mkdir(link, 0700), 0);
+		assert_int_equal(rmdir(link), 0);
+		assert_int_equal(symlink(t.dir, link), 0);
+		path = tmp_path(&t, "link/m.conf");
+		src.path = path;
+		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+		rlb_config_free(cfg);
+		tmp_chmod(&t, ".", 0777);
+		assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+		assert_int_equal(d.n, 1);
+		assert_non_null(strstr(d.msgs[0], ": not used: directory "));
+		rlb_diag_free(&d);
+		tmp_chmod(&t, ".", 0700);
+		unlink(link);
+		free(link);
+		free(path);
+	}
+	tmp_cleanup(&t);
+}
+
+/* A symlinked file is judged by the file it leads to. */
+static void test_config_trust_symlink(void **state)
+{
+	char *target, *link;
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "real.conf", MINIMAL);
+	target = tmp_path(&t, "real.conf");
+	link = tmp_path(&t, "m.conf");
+	assert_int_equal(symlink(target, link), 0);
+	expect_load(&t, "m.conf", NULL, 0, NULL);
+	tmp_chmod(&t, "real.conf", 0666);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/m.conf: not used: writable by group and others");
+	free(target);
+	free(link);
+	tmp_cleanup(&t);
+}
+
+/* Neither a FIFO nor a socket nor a device is ever opened to block. */
+static void test_config_trust_not_regular(void **state)
+{
+	struct tmp t;
+
+	NO_HANG();
+	tmp_make(&t);
+	tmp_mkfifo(&t, "fifo.conf");
+	expect_load(&t, "fifo.conf", NULL, -EINVAL,
+		    "%s/fifo.conf: not used: a FIFO, not a regular file");
+	tmp_write(&t, "m.conf", "@include \"fifo.conf\"\n" MINIMAL);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%1$s/m.conf:1: %1$s/fifo.conf: not used: a FIFO, not a "
+		    "regular file");
+	{
+		struct rlb_config_source src = {.path = "/dev/zero"};
+		struct rlb_config *cfg = NULL;
+		struct rlb_diag d = {0};
+
+		assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+		expect_diag(&d,
+			    "/dev/zero: not used: a device, not a regular "
+			    "file",
+			    NULL);
+		rlb_diag_free(&d);
+	}
+	tmp_cleanup(&t);
+	alarm(0);
+}
+
+/*
+ * The attack of issue 8: someone else's apps.d/APP.conf redirects a
+ * cluster. It is not used, said once, and does not switch the main
+ * config off either.
+ */
+static void test_config_trust_app_file(void **state)
+{
+	struct rlb_config_source src = {.app = "prog"};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct capture cap;
+	char *logged, *want;
+	struct tmp t;
+
+	NO_HANG();
+	tmp_make(&t);
+	tmp_write(
+		&t, "m.conf",
+		"clusters = ( { name = \"c\"; replicas = ( \"good\" ); } );\n");
+	tmp_write(
+		&t, "apps.d/prog.conf",
+		"clusters = ( { name = \"c\"; replicas = ( \"evil\" ); } );\n");
+	src.path = tmp_path(&t, "m.conf");
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	assert_string_equal(cfg->clusters[0].replicas[0].host, "evil");
+	rlb_config_free(cfg);
+
+	/* Each way of failing the rule: mode, directory, owner, type. */
+	for (int how = 0; how < 4; how++) {
+		const char *why[] = {
+			"writable by group",
+			"directory %s/apps.d is writable by group and others",
+			"owned by uid %lu",
+			"a FIFO, not a regular file",
+		};
+		char *reason;
+
+		if (how == 0)
+			tmp_chmod(&t, "apps.d/prog.conf", 0620);
+		if (how == 1) {
+			tmp_chmod(&t, "apps.d/prog.conf", 0600);
+			tmp_chmod(&t, "apps.d", 0777);
+		}
+		if (how == 2) {
+			tmp_chmod(&t, "apps.d", 0700);
+			if (geteuid() != 0)
+				continue;
+			tmp_chown_nobody(&t, "apps.d/prog.conf");
+		}
+		if (how == 3) {
+			tmp_remove(&t, "apps.d/prog.conf");
+			tmp_mkfifo(&t, "apps.d/prog.conf");
+		}
+		if (how == 2)
+			assert_true(asprintf(&reason, why[how],
+					     (unsigned long)nobody()) > 0);
+		else
+			assert_true(asprintf(&reason, why[how], t.dir) > 0);
+		assert_true(asprintf(&want,
+				     "replicalb[%ld]: %s/apps.d/prog.conf: not "
+				     "used: %s\n",
+				     (long)getpid(), t.dir, reason) > 0);
+		capture_start(&cap);
+		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+		logged = capture_end(&cap);
+		assert_int_equal(d.n, 0);
+		assert_string_equal(cfg->clusters[0].replicas[0].host, "good");
+		/* Watched, so that mending it is noticed. */
+		assert_int_equal(cfg->files.n, 2);
+		assert_true(cfg->files.stamps[1].exists);
+		assert_false(rlb_config_changed(cfg));
+		assert_string_equal(logged, want);
+		rlb_config_free(cfg);
+		free(logged);
+		free(want);
+		free(reason);
+	}
+
+	/* With a broken main file, it is one more message of the load. */
+	tmp_write(&t, "m.conf", "x = 1;\n" MINIMAL);
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	assert_int_equal(d.n, 2);
+	assert_non_null(strstr(d.msgs[1], "/apps.d/prog.conf: not used: "));
+	rlb_diag_free(&d);
+	free((char *)src.path);
+	tmp_cleanup(&t);
+	alarm(0);
+}
+
+static void test_config_trust_include(void **state)
+{
+	struct tmp t;
+
+	tmp_make(&t);
+	tmp_write(&t, "m.conf", "# m.conf\n@include \"part.conf\"\n" MINIMAL);
+	tmp_write(&t, "part.conf", "dns_cache_ttl = 3;\n");
+	expect_load(&t, "m.conf", NULL, 0, NULL);
+	tmp_chmod(&t, "part.conf", 0664);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%1$s/m.conf:2: %1$s/part.conf: not used: writable by "
+		    "group");
+	tmp_chmod(&t, "part.conf", 0644);
+	if (geteuid() == 0) {
+		char *msg;
+
+		tmp_chown_nobody(&t, "part.conf");
+		assert_true(
+			asprintf(&msg,
+				 "%%1$s/m.conf:2: %%1$s/part.conf: not used: "
+				 "owned by uid %lu",
+				 (unsigned long)nobody()) > 0);
+		expect_load(&t, "m.conf", NULL, -EINVAL, msg);
+		free(msg);
+	}
+	tmp_remove(&t, "part.conf");
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%1$s/m.conf:2: %1$s/part.conf: no such file");
+	tmp_cleanup(&t);
+}
+
+/*
+ * What is an @include is libconfig's lexer's call; lines after and
+ * inside included files keep their own numbers; nested names are
+ * relative to the file that holds them.
+ */
+static void test_config_include_expansion(void **state)
+{
+	struct rlb_config_source src = {0};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	struct tmp t;
+	char *sub;
+
+	NO_HANG();
+	tmp_make(&t);
+	sub = tmp_path(&t, "sub");
+	assert_int_equal(mkdir(sub, 0700), 0);
+	tmp_mkfifo(&t, "fifo");
+	tmp_write(&t, "m.conf",
+		  "/* @include \"fifo\" */ # @include \"fifo\"\n"
+		  "  @include \"sub/a.conf\" dns_cache_ttl = 4;\n"
+		  "state_dir = \"/s\n"
+		  "@include \\\"fifo\\\"\";\n"
+		  "# @include \"fifo\"\n" MINIMAL);
+	tmp_write(&t, "sub/a.conf",
+		  "@include \"b.conf\"\nlog_level = \"info\";");
+	tmp_write(&t, "sub/b.conf", "connect_timeout_ms = 5;\n");
+	src.path = tmp_path(&t, "m.conf");
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	dump_diag(&d);
+	assert_int_equal(cfg->defaults.dns_cache_ttl, 4);
+	assert_int_equal(cfg->defaults.connect_timeout_ms, 5);
+	assert_int_equal(cfg->log_level, RLB_LOG_INFO);
+	assert_string_equal(cfg->state_dir, "/s\n@include \"fifo\"");
+	assert_int_equal(cfg->clusters[0].line, 6);
+	rlb_config_free(cfg);
+
+	/* Errors name the file and line they are on. */
+	tmp_write(&t, "sub/b.conf", "\nconnect_timeout_ms = -5;\n");
+	tmp_write(&t, "m.conf",
+		  "@include \"sub/a.conf\"\n"
+		  "dns_cache_ttl = -4;\n" MINIMAL "x = 1;\n");
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
+	{
+		char *b, *m, *x;
+
+		assert_true(asprintf(&b,
+				     "%s/sub/b.conf:2: connect_timeout_ms "
+				     "must not be negative (-5)",
+				     t.dir) > 0);
+		assert_true(asprintf(&m,
+				     "%s/m.conf:2: dns_cache_ttl must not be "
+				     "negative (-4)",
+				     t.dir) > 0);
+		assert_true(asprintf(&x, "%s/m.conf:4: unknown setting \"x\"",
+				     t.dir) > 0);
+		expect_diag(&d, b, m, x, NULL);
+		free(b);
+		free(m);
+		free(x);
+		rlb_diag_free(&d);
+	}
+	tmp_write(&t, "sub/a.conf", "log_level = ;\n");
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/sub/a.conf:1: syntax error");
+
+	/* Only at the start of a line: as libconfig, "@" is then junk. */
+	tmp_write(&t, "m.conf", "@include \"sub/b.conf\"@include \"fifo\"\n");
+	expect_load(&t, "m.conf", NULL, -EINVAL, "%s/m.conf:1: syntax error");
+
+	/* Files read for @includes are bounded, however they nest. */
+	{
+		char *many = calloc(300, 32);
+
+		assert_non_null(many);
+		for (int i = 0; i < 300; i++)
+			strcat(many, "@include \"sub/b.conf\"\n");
+		tmp_write(&t, "sub/b.conf", "");
+		tmp_write(&t, "m.conf", many);
+		expect_load(&t, "m.conf", NULL, -EINVAL,
+			    "%s/m.conf:257: more than 256 @includes");
+		free(many);
+	}
+
+	/* Including itself ends at libconfig's depth. */
+	tmp_write(&t, "m.conf", "@include \"m.conf\"\n");
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/m.conf:1: @include nested more than 10 deep");
+	tmp_write(&t, "m.conf", "@include \"sub/a.conf\n\"\n");
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/m.conf:1: @include: bad or unterminated file name");
+	tmp_write(&t, "sub/a.conf", "/* open\n");
+	tmp_write(&t, "m.conf", "@include \"sub/a.conf\" */\n" MINIMAL);
+	expect_load(&t, "m.conf", NULL, -EINVAL,
+		    "%s/sub/a.conf: ends inside a comment");
+	{
+		static const char nul[] = "a = 1;\n\0" MINIMAL;
+		char *m = tmp_path(&t, "m.conf");
+		FILE *f = fopen(m, "w");
+
+		assert_non_null(f);
+		assert_int_equal(fwrite(nul, 1, sizeof(nul) - 1, f),
+				 sizeof(nul) - 1);
+		assert_int_equal(fclose(f), 0);
+		free(m);
+		expect_load(&t, "m.conf", NULL, -EINVAL,
+			    "%s/m.conf: holds a NUL byte");
+	}
+	free((char *)src.path);
+	free(sub);
+	tmp_cleanup(&t);
+	alarm(0);
+}
+
+/* libconfig itself never opens a file, whatever text it gets. */
+static void test_config_libconfig_opens_nothing(void **state)
+{
+	struct rlb_cfg_parser p = {.file = "t.conf"};
+	struct rlb_cfg_layer l = {0};
+	struct tmp t;
+	char *text;
+
+	NO_HANG();
+	tmp_make(&t);
+	tmp_mkfifo(&t, "fifo");
+	assert_true(asprintf(&text, "@include \"%s/fifo\"\n", t.dir) > 0);
+	rlb_cfg_parse_text(&p, text, &l);
+	assert_int_equal(p.errors, 1);
+	assert_false(l.parsed);
+	rlb_cfg_layer_free(&l);
+	free(text);
+	tmp_cleanup(&t);
+	alarm(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1621,7 +2122,18 @@ int main(void)
 		cmocka_unit_test(test_config_changed),
 		cmocka_unit_test(test_config_sample_files),
 		cmocka_unit_test(test_config_source_from_env),
+		cmocka_unit_test(test_config_trust_mode),
+		cmocka_unit_test(test_config_trust_owner),
+		cmocka_unit_test(test_config_trust_directories),
+		cmocka_unit_test(test_config_trust_symlink),
+		cmocka_unit_test(test_config_trust_not_regular),
+		cmocka_unit_test(test_config_trust_app_file),
+		cmocka_unit_test(test_config_trust_include),
+		cmocka_unit_test(test_config_include_expansion),
+		cmocka_unit_test(test_config_libconfig_opens_nothing),
 	};
 
+	/* Files the tests write must not be group-writable (§2.7). */
+	umask(022);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
