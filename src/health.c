@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,38 @@ static void unlock_close(int fd)
 	rlb_libc()->close(fd);
 }
 
+/* Hashes of the messages log_once() has logged (0: free entry). */
+static _Atomic uint64_t logged[64];
+
+/*
+ * Log a message once per process at level: the same text again (at a
+ * reload, a retry, another attach) goes out at debug level only.
+ */
+static RLB_PRINTF(2, 3) void log_once(enum rlb_log_level level, const char *fmt,
+				      ...)
+{
+	char msg[900];
+	uint64_t hash;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	hash = rlb_hash64(msg, strlen(msg), 0);
+	for (size_t i = 0; i < sizeof(logged) / sizeof(logged[0]); i++) {
+		uint64_t cur = atomic_load(&logged[i]);
+
+		if (cur == 0 &&
+		    atomic_compare_exchange_strong(&logged[i], &cur, hash))
+			break;
+		if (cur == hash) {
+			level = RLB_LOG_DEBUG;
+			break;
+		}
+	}
+	rlb_log(level, "%s", msg);
+}
+
 /* Why st (of a state file or directory) must not be used, or NULL. */
 static const char *owner_problem(const struct stat *st, char *why,
 				 size_t whylen)
@@ -400,25 +433,58 @@ static int make_dirs(const char *dir)
 	return make_dir(path);
 }
 
-static bool state_dir_path(const struct rlb_config *cfg, char *buf, size_t len)
+/*
+ * The state directory cfg asks for, into buf (design.md §5.8): state_dir
+ * (REPLICALB_STATE_DIR applied), else $XDG_RUNTIME_DIR/replicalb, else
+ * the default /tmp/replicalb-EUID; then *fb is the fallback for a default
+ * that another user took first, $HOME/.cache/replicalb, or "" when HOME
+ * is unknown (unset, relative, or ignored in secure mode). False when a
+ * path does not fit.
+ */
+static bool state_dir_paths(const struct rlb_config *cfg, char *buf, size_t len,
+			    char *fb, size_t fblen)
 {
 	const char *xdg = rlb_env("XDG_RUNTIME_DIR");
+	const char *home = rlb_env("HOME");
 	int n;
 
+	fb[0] = '\0';
 	if (cfg && cfg->state_dir && cfg->state_dir[0])
 		n = snprintf(buf, len, "%s", cfg->state_dir);
 	else if (xdg && xdg[0] == '/') /* XDG: relative paths are invalid */
 		n = snprintf(buf, len, "%s/replicalb", xdg);
-	else
+	else {
 		n = snprintf(buf, len, "/tmp/replicalb-%lu",
 			     (unsigned long)geteuid());
+		if (home && home[0] == '/' &&
+		    (size_t)snprintf(fb, fblen, "%s/.cache/replicalb", home) >=
+			    fblen)
+			fb[0] = '\0';
+	}
 	return n >= 0 && (size_t)n < len;
+}
+
+/* Whether dir is ours to use or to create (without opening it). */
+static bool dir_usable(const char *dir)
+{
+	char why[160];
+	struct stat st;
+
+	if (lstat(dir, &st) != 0)
+		return errno == ENOENT;
+	return S_ISDIR(st.st_mode) && !owner_problem(&st, why, sizeof(why));
 }
 
 const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 				 size_t len)
 {
-	state_dir_path(cfg, buf, len);
+	char fb[PATH_MAX];
+	int saved = errno;
+
+	if (state_dir_paths(cfg, buf, len, fb, sizeof(fb)) && fb[0] &&
+	    !dir_usable(buf))
+		snprintf(buf, len, "%s", fb);
+	errno = saved;
 	return buf;
 }
 
@@ -457,6 +523,73 @@ static int state_dir_open(const char *dir, char *why, size_t whylen)
 
 out_close:
 	rlb_libc()->close(fd);
+	return -1;
+}
+
+/*
+ * The default directory dflt is not usable (why), typically because
+ * another user made it first, and fb (open as dirfd) is used instead. Say
+ * so once per squat, not at every program start: the first process to
+ * see it leaves a note in fb, named after the squatting entry.
+ */
+static void fallback_notice(int dirfd, const char *dflt, const char *why,
+			    const char *fb)
+{
+	enum rlb_log_level level = RLB_LOG_WARNING;
+	struct stat st = {0};
+	char note[64];
+	int fd;
+
+	lstat(dflt, &st);
+	snprintf(note, sizeof(note), ".squatted-%llx-%llx",
+		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	fd = openat(dirfd, note,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		rlb_libc()->close(fd);
+	else if (errno == EEXIST)
+		level = RLB_LOG_INFO;
+	rlb_log(level, "state directory %s not used (%s): using %s instead",
+		dflt, why, fb);
+}
+
+/*
+ * Open the state directory of cfg (state_dir_paths(), with the fallback
+ * for a squatted default) into dir, or -1 after one warning (none when
+ * quiet).
+ */
+static int state_dir_resolve(const struct rlb_config *cfg, char *dir,
+			     size_t len, bool quiet)
+{
+	char fb[PATH_MAX], why[160], why2[160];
+	int fd = -1;
+
+	if (!state_dir_paths(cfg, dir, len, fb, sizeof(fb)))
+		snprintf(why, sizeof(why), "path too long");
+	else
+		fd = state_dir_open(dir, why, sizeof(why));
+	if (fd >= 0)
+		return fd;
+	if (fb[0])
+		fd = state_dir_open(fb, why2, sizeof(why2));
+	if (fd >= 0) {
+		if (!quiet)
+			fallback_notice(fd, dir, why, fb);
+		snprintf(dir, len, "%s", fb);
+		return fd;
+	}
+	if (quiet)
+		return -1;
+	if (fb[0])
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not used (%s), nor %s (%s): "
+			 "health state is private to this process",
+			 dir, why, fb, why2);
+	else
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not used (%s): "
+			 "health state is private to this process",
+			 dir, why);
 	return -1;
 }
 
@@ -671,10 +804,10 @@ out_unmap:
 out_close:
 	unlock_close(fd);
 out_warn:
-	rlb_log(RLB_LOG_WARNING,
-		"state file %s not used (%s): health of "
-		"cluster %s is private to this process",
-		path, why, c->name ? c->name : "");
+	log_once(RLB_LOG_WARNING,
+		 "state file %s not used (%s): health of "
+		 "cluster %s is private to this process",
+		 path, why, c->name ? c->name : "");
 	return NULL;
 }
 
@@ -706,21 +839,13 @@ static struct rlb_health *attach_private(const struct rlb_cluster *c)
 
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 {
-	char dir[PATH_MAX], why[160];
+	char dir[PATH_MAX];
 	int saved = errno;
-	int dirfd = -1;
+	int dirfd;
 
 	if (!cfg)
 		return;
-	if (!state_dir_path(cfg, dir, sizeof(dir)))
-		snprintf(why, sizeof(why), "path too long");
-	else
-		dirfd = state_dir_open(dir, why, sizeof(why));
-	if (dirfd < 0 && cfg->nclusters > 0)
-		rlb_log(RLB_LOG_WARNING,
-			"state directory %s not used (%s): "
-			"health state is private to this process",
-			dir, why);
+	dirfd = state_dir_resolve(cfg, dir, sizeof(dir), cfg->nclusters == 0);
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		struct rlb_cluster *c = &cfg->clusters[i];
 		struct rlb_health *h = NULL;

@@ -288,8 +288,9 @@ bool rlb_config_changed(const struct rlb_config *cfg);
 
 /*
  * The state directory: REPLICALB_STATE_DIR / state_dir (cfg->state_dir),
- * else $XDG_RUNTIME_DIR/replicalb, else /tmp/replicalb-UID. Writes into
- * buf; returns buf.
+ * else $XDG_RUNTIME_DIR/replicalb, else /tmp/replicalb-UID while it is
+ * missing or ours, else $HOME/.cache/replicalb (design.md §5.8). Writes
+ * into buf; returns buf. Keeps errno.
  */
 const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 				 size_t len);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1204,6 +1205,146 @@ static void test_health_state_dir_precedence(void **state)
 	free(saved);
 }
 
+/* ------------------------------------------------------------------ */
+/* The state directory: fallback and warnings (design.md §5.8) */
+
+/* Path of cfg's only state file, or "" when it is private. */
+static const char *file_of(const struct rlb_config *cfg)
+{
+	return is_private(cfg) ? "" : rlb_health_path(cfg->clusters[0].health);
+}
+
+/*
+ * In a mount namespace of its own with an empty /tmp, so that the real
+ * /tmp/replicalb-UID is never touched: the default directory is used while
+ * it is ours; once another user made it first, $HOME/.cache/replicalb is,
+ * by every program. Returns 0, 77 when namespaces are not allowed, or the
+ * number of the check that failed.
+ */
+static int squat_child(void)
+{
+	const char *fb = "/tmp/home/.cache/replicalb";
+	char dflt[64], expect[128], buf[PATH_MAX];
+	struct rlb_config *cfg, *again;
+	int status;
+	pid_t pid;
+
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") != 0)
+		return 77;
+	unsetenv("XDG_RUNTIME_DIR");
+	setenv("HOME", "/tmp/home", 1);
+	if (mkdir("/tmp/home", 0700) != 0)
+		return 1;
+	snprintf(dflt, sizeof(dflt), "/tmp/replicalb-%lu",
+		 (unsigned long)geteuid());
+	cfg = attach1(NULL, "db", hosts_ab, 2, false);
+	snprintf(expect, sizeof(expect), "%s/db.state", dflt);
+	if (strcmp(file_of(cfg), expect) != 0)
+		return 2;
+	cfg_free(cfg);
+	if (unlink(expect) != 0 || rmdir(dflt) != 0)
+		return 3;
+
+	/* Another user takes the default first. */
+	if (mkdir(dflt, 0755) != 0 || chown(dflt, 65534, 65534) != 0)
+		return 4;
+	if (strcmp(rlb_health_state_dir(NULL, buf, sizeof(buf)), fb) != 0)
+		return 5;
+	snprintf(expect, sizeof(expect), "%s/db.state", fb);
+	cfg = attach1(NULL, "db", hosts_ab, 2, false);
+	if (strcmp(file_of(cfg), expect) != 0)
+		return 6;
+	add_errors(&cfg->clusters[0], 1, 3);
+	/* A reload, and another program: the same file, no new warning. */
+	again = attach1(NULL, "db", hosts_ab, 2, true);
+	if (strcmp(file_of(again), expect) != 0 ||
+	    rlb_health_errors(&again->clusters[0], 1, 0, false) != 3)
+		return 7;
+	pid = fork();
+	if (pid == 0) {
+		struct rlb_config *prog =
+			attach1(NULL, "db", hosts_ab, 2, false);
+
+		_exit(strcmp(file_of(prog), expect) != 0 ||
+		      rlb_health_errors(&prog->clusters[0], 1, 0, false) != 3);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		return 8;
+	cfg_free(again);
+	cfg_free(cfg);
+	return 0;
+}
+
+/* Lines of text that contain needle. */
+static int count_lines_with(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)); p++) {
+		n++;
+		p = strchr(p, '\n');
+		if (!p)
+			break;
+	}
+	return n;
+}
+
+static void test_health_default_dir_squatted_falls_back(void **state)
+{
+	struct capture cap;
+	int status, warnings;
+	bool named;
+	pid_t pid;
+	char *log;
+
+	if (geteuid() != 0)
+		skip(); /* chown to another user */
+	capture_begin(&cap);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(squat_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	log = capture_end(&cap);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		print_message("squat_child: status %#x; log:\n%s", status, log);
+	/* Three attaches, two processes: one warning. */
+	warnings = count_lines_with(log, "replicalb[");
+	named = strstr(log, "uid 65534") &&
+		strstr(log, "using /tmp/home/.cache/replicalb");
+	free(log);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		skip(); /* no mount namespaces here */
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(warnings, 1);
+	assert_true(named);
+}
+
+static void test_health_refused_dir_warned_once(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *c1, *c2;
+	struct capture cap;
+	char *log;
+
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	assert_int_equal(chmod(f->state, 0770), 0);
+	capture_begin(&cap);
+	c1 = attach1(f->state, "db", hosts_ab, 2, false);
+	c2 = attach1(f->state, "db", hosts_ab, 2, true); /* a reload */
+	log = capture_end(&cap);
+	assert_true(is_private(c1));
+	assert_true(is_private(c2));
+	assert_int_equal(count_lines_with(log, "not used"), 1);
+	free(log);
+	cfg_free(c2);
+	cfg_free(c1);
+}
+
 static void test_health_unattached_is_harmless(void **state)
 {
 	struct rlb_cluster c = {0};
@@ -1263,6 +1404,8 @@ int main(void)
 		T(test_health_creates_dir_0700_and_file_0600),
 		T(test_health_file_names),
 		T(test_health_state_dir_precedence),
+		T(test_health_default_dir_squatted_falls_back),
+		T(test_health_refused_dir_warned_once),
 		T(test_health_unattached_is_harmless),
 	};
 
