@@ -717,6 +717,7 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 	}
 	for (int tries = 0; map == MAP_FAILED; tries++) {
 		char aside[NAME_MAX + 64];
+		const char *problem = "is corrupt";
 		int valid = 1;
 
 		if (tries == 4) {
@@ -726,7 +727,13 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 		fd = state_file_open(dirfd, fname, &st, why, sizeof(why));
 		if (fd < 0)
 			goto out_warn;
-		if (st.st_size != 0 && st.st_size != (off_t)size) {
+		if (st.st_nlink != 1) {
+			/* Written through the other name too: refuse it. */
+			problem = "is linked elsewhere";
+			snprintf(why, sizeof(why), "%lu links",
+				 (unsigned long)st.st_nlink);
+			valid = -1;
+		} else if (st.st_size != 0 && st.st_size != (off_t)size) {
 			snprintf(why, sizeof(why), "size %lld, expected %zu",
 				 (long long)st.st_size, size);
 			valid = -1;
@@ -761,16 +768,16 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 			 (long long)rlb_now(), (long)getpid());
 		if (renameat(dirfd, fname, dirfd, aside) != 0) {
 			rlb_log(RLB_LOG_WARNING,
-				"state file %s is corrupt "
-				"(%s) and cannot be set aside: %s",
-				path, why, strerror(errno));
-			snprintf(why, sizeof(why), "corrupt");
+				"state file %s %s (%s) and cannot be set "
+				"aside: %s",
+				path, problem, why, strerror(errno));
+			snprintf(why, sizeof(why), "unusable");
 			goto out_close;
 		}
 		rlb_log(RLB_LOG_WARNING,
-			"state file %s is corrupt (%s): "
+			"state file %s %s (%s): "
 			"set aside as %s/%s and recreated",
-			path, why, dir, aside);
+			path, problem, why, dir, aside);
 		unlock_close(fd);
 		fd = -1;
 	}

@@ -990,6 +990,51 @@ static void test_health_empty_or_blank_file_initialised(void **state)
 	cfg_free(cfg);
 }
 
+/* The bytes of file path, malloc'd (FILE_SIZE of them). */
+static char *file_bytes(const char *path)
+{
+	char *buf = calloc(1, FILE_SIZE);
+	int fd = open(path, O_RDONLY);
+
+	assert_non_null(buf);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, FILE_SIZE), FILE_SIZE);
+	close(fd);
+	return buf;
+}
+
+static void test_health_hard_linked_file_set_aside(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], other[512];
+	char *before, *after, *log;
+	struct rlb_config *cfg;
+	struct capture cap;
+	struct stat st;
+
+	make_valid_file(f, path, sizeof(path));
+	snprintf(other, sizeof(other), "%s/elsewhere", f->tmp);
+	assert_int_equal(link(path, other), 0);
+	before = file_bytes(other);
+	capture_begin(&cap);
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	log = capture_end(&cap);
+	assert_false(is_private(cfg));
+	assert_non_null(strstr(log, "linked elsewhere (2 links)"));
+	free(log);
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 0);
+	add_errors(&cfg->clusters[0], 0, 3);
+	rlb_health_rr_next(&cfg->clusters[0]);
+	after = file_bytes(other);
+	assert_memory_equal(before, after, FILE_SIZE);
+	free(before);
+	free(after);
+	cfg_free(cfg);
+}
+
 /* Attach must refuse the state and still work privately. */
 static void check_private(struct fixture *f, const char *dir,
 			  const char *expect_in_log)
@@ -1394,6 +1439,7 @@ int main(void)
 		T(test_health_slowdowns_decay_uncapped),
 		T(test_health_bad_checksum_set_aside),
 		T(test_health_empty_or_blank_file_initialised),
+		T(test_health_hard_linked_file_set_aside),
 		T(test_health_file_mode_0666_not_used),
 		T(test_health_file_of_other_owner_not_used),
 		T(test_health_file_symlink_not_used),
