@@ -1,6 +1,6 @@
 /* health.c - shared health state (design.md §5): per-cluster memory-mapped
  * files of error counts, decay time and round-robin counter, updated
- * atomically. */
+ * atomically; never waiting on another process' lock (§12.4). */
 #include "config.h"
 
 #include <errno.h>
@@ -18,14 +18,18 @@
 
 #include "rlb.h"
 
-#define HEALTH_MAGIC	    "RLBSTATE"
-#define HEALTH_VERSION	    2
-#define HEALTH_NSLOTS	    (2 * RLB_MAX_REPLICAS)
-#define HEALTH_KEY_EMPTY    0 /* never claimed since the last rebuild */
-#define HEALTH_KEY_DROPPED  1 /* pruned: skipped by probes, never reused */
-#define HEALTH_NO_SLOT	    UINT32_MAX
-#define HEALTH_LOCK_WAIT_MS 2000 /* longest wait for another process' flock */
-#define HEALTH_STEM_MAX	    200	 /* longer cluster names are cut and hashed */
+#define HEALTH_MAGIC	   "RLBSTATE"
+#define HEALTH_VERSION	   2
+#define HEALTH_NSLOTS	   (2 * RLB_MAX_REPLICAS)
+#define HEALTH_SIZE	   sizeof(struct health_map)
+#define HEALTH_KEY_EMPTY   0 /* never claimed since the last rebuild */
+#define HEALTH_KEY_DROPPED 1 /* pruned: skipped by probes, never reused */
+#define HEALTH_NO_SLOT	   UINT32_MAX
+/* Longest wait for other processes' flocks, per attach of a whole config. */
+#define HEALTH_LOCK_WAIT_NS 1000000
+#define HEALTH_RETRY_MS	    250 /* a cluster waiting for its file tries again */
+#define HEALTH_RECLAIM_MS   100 /* after a failed reclaim, none before this */
+#define HEALTH_STEM_MAX	    200 /* longer cluster names are cut and hashed */
 #define HEALTH_CHECK_SEED   0x524c4253u
 
 /*
@@ -64,15 +68,34 @@ _Static_assert(sizeof(struct health_header) == 64, "header is 64 bytes");
 _Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 32,
 	       "state file layout v2");
 
-/* One cluster's view of its state (opaque outside this file). */
+/* What backs a cluster's counters (rlb_health.mode). */
+enum health_mode {
+	HEALTH_SHARED,	 /* the state file dev/ino */
+	HEALTH_DEFERRED, /* private memory for now; the file is tried again */
+	HEALTH_PRIVATE,	 /* private memory until the next attach */
+};
+
+/*
+ * One cluster's view of its state (opaque outside this file). map never
+ * moves: when the file replaces private memory, one mremap replaces the
+ * pages in place, so a thread still using it never finds it unmapped
+ * (design.md §12.8).
+ */
 struct rlb_health {
-	struct health_map *map; /* the shared mapping */
-	bool heap;		/* map came from calloc: mmap failed */
-	char *path;		/* state file, NULL when private */
-	dev_t dev;		/* the mapped file, to recognise it */
-	ino_t ino;
-	size_t nreplicas;	 /* entries of slot[] */
-	_Atomic uint32_t slot[]; /* per replica: index of its slot */
+	struct health_map *map;	    /* the counters */
+	bool heap;		    /* map came from calloc: mmap failed */
+	char *dir;		    /* state directory, or NULL */
+	char *path;		    /* state file in dir, or NULL */
+	_Atomic int mode;	    /* enum health_mode */
+	_Atomic bool prune_owed;    /* attached without the lock: prune later */
+	_Atomic uint64_t dev;	    /* the mapped file, to recognise it */
+	_Atomic uint64_t ino;	    /* (while mode is HEALTH_SHARED) */
+	_Atomic int64_t checked_ms; /* coarse tick of the last check */
+	_Atomic int64_t retry_ms;   /* next attach attempt or path check */
+	_Atomic int64_t reclaim_ms; /* no reclaim before this */
+	_Atomic pid_t busy;	    /* process in a slow path, 0 if none */
+	size_t nreplicas;	    /* entries of slot[] */
+	_Atomic uint32_t slot[];    /* per replica: index of its slot */
 };
 
 /* ------------------------------------------------------------------ */
@@ -128,10 +151,10 @@ static void header_init(struct health_map *m)
  * 0 if the header is valid, 1 if it is all zero (a creator died before
  * writing it), -1 with the reason in why otherwise.
  */
-static int header_validate(const struct health_map *m, char *why, size_t whylen)
+static int header_validate(const struct health_header *hdr, char *why,
+			   size_t whylen)
 {
 	static const char zero[sizeof(struct health_header)];
-	const struct health_header *hdr = &m->hdr;
 
 	if (memcmp(hdr, zero, sizeof(zero)) == 0)
 		return 1;
@@ -325,19 +348,30 @@ static int claim_locked(struct rlb_health *h, const struct rlb_cluster *c,
 /* ------------------------------------------------------------------ */
 /* Files */
 
-/* flock(LOCK_EX), waiting at most HEALTH_LOCK_WAIT_MS; 0 or -1/errno. */
-static int lock_file(int fd)
+static int64_t mono_ns(void)
 {
-	const struct timespec ms = {0, 1000000};
+	struct timespec ts;
 
-	for (int waited = 0;; waited++) {
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * flock(LOCK_EX) without blocking, tried again until deadline (mono_ns();
+ * 0: once). 0, or -1 with errno (EWOULDBLOCK: another process holds it).
+ */
+static int lock_file(int fd, int64_t deadline)
+{
+	const struct timespec pause = {0, 50000};
+
+	for (;;) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return 0;
 		if (errno == EINTR)
 			continue;
-		if (errno != EWOULDBLOCK || waited >= HEALTH_LOCK_WAIT_MS)
+		if (errno != EWOULDBLOCK || mono_ns() >= deadline)
 			return -1;
-		nanosleep(&ms, NULL);
+		nanosleep(&pause, NULL);
 	}
 }
 
@@ -620,12 +654,14 @@ static void state_file_name(const char *name, char *out, size_t outlen)
 }
 
 /*
- * Open (creating it 0600 if needed) and flock the state file fname in
- * dirfd. Fills *st for the locked file, which is still the one at fname.
- * Returns the fd or -1 with the reason in why.
+ * Open (creating it 0600 if needed) the state file fname in dirfd and
+ * flock it, trying until deadline (lock_file()). Fills *st for the file,
+ * which is still the one at fname, and *locked: false when another
+ * process holds the lock. Returns the fd or -1 with the reason in why.
  */
-static int state_file_open(int dirfd, const char *fname, struct stat *st,
-			   char *why, size_t whylen)
+static int state_file_open(int dirfd, const char *fname, int64_t deadline,
+			   struct stat *st, bool *locked, char *why,
+			   size_t whylen)
 {
 	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 	int fd;
@@ -659,10 +695,10 @@ static int state_file_open(int dirfd, const char *fname, struct stat *st,
 		}
 		if (owner_problem(st, why, whylen))
 			goto out_close;
-		if (lock_file(fd) != 0) {
+		*locked = lock_file(fd, deadline) == 0;
+		if (!*locked && errno != EWOULDBLOCK) {
 			snprintf(why, whylen, "cannot lock it: %s",
-				 errno == EWOULDBLOCK ? "held too long"
-						      : strerror(errno));
+				 strerror(errno));
 			goto out_close;
 		}
 		/* Whoever locked it before us may have set it aside. */
@@ -680,6 +716,39 @@ out_close:
 	return -1;
 }
 
+/*
+ * Under the lock: 0 if the state file fd (stat st) is valid, 1 if it is
+ * blank (empty, or a header of zeroes: its creator died before writing
+ * it), -1 if it must be set aside, with *problem and the reason in why.
+ * The header is read, not mapped: a file cut short meanwhile cannot
+ * SIGBUS here.
+ */
+static int file_validate(int fd, const struct stat *st, const char **problem,
+			 char *why, size_t whylen)
+{
+	struct health_header hdr;
+
+	*problem = "is corrupt";
+	if (st->st_nlink != 1) {
+		/* Written through the other name too: refuse it. */
+		*problem = "is linked elsewhere";
+		snprintf(why, whylen, "%lu links", (unsigned long)st->st_nlink);
+		return -1;
+	}
+	if (st->st_size == 0)
+		return 1;
+	if (st->st_size != (off_t)HEALTH_SIZE) {
+		snprintf(why, whylen, "size %lld, expected %zu",
+			 (long long)st->st_size, HEALTH_SIZE);
+		return -1;
+	}
+	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+		snprintf(why, whylen, "cannot read its header");
+		return -1;
+	}
+	return header_validate(&hdr, why, whylen);
+}
+
 static struct rlb_health *health_new(size_t nreplicas)
 {
 	struct rlb_health *h;
@@ -693,77 +762,103 @@ static struct rlb_health *health_new(size_t nreplicas)
 	return h;
 }
 
+/* How an attach went. */
+enum attach_result {
+	ATTACH_OK,	/* attached to the file */
+	ATTACH_LATER,	/* another process holds the lock: try again later */
+	ATTACH_REFUSED, /* the file cannot be used (warned) */
+};
+
+/*
+ * Another process holds the lock: attach only to a file that is whole
+ * and valid and has room for the replicas, with lock-free claims; the
+ * prune, which needs the lock, is owed (design.md §12.4).
+ */
+static enum attach_result attach_unlocked(int fd, const struct stat *st,
+					  struct rlb_health *h,
+					  const struct rlb_cluster *c,
+					  bool prune, char *why, size_t whylen)
+{
+	struct health_header hdr;
+	char ignored[160];
+	void *map;
+
+	snprintf(why, whylen, "locked by another process");
+	if (st->st_size != (off_t)HEALTH_SIZE || st->st_nlink != 1 ||
+	    pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+	    header_validate(&hdr, ignored, sizeof(ignored)) != 0)
+		return ATTACH_LATER;
+	map = mmap(NULL, HEALTH_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED) {
+		snprintf(why, whylen, "mmap: %s", strerror(errno));
+		return ATTACH_REFUSED;
+	}
+	h->map = map;
+	if (claim_replicas(h, c, 0, c->nreplicas, false) != 0) {
+		snprintf(why, whylen, "locked by another process, and full");
+		return ATTACH_LATER;
+	}
+	atomic_store(&h->prune_owed, prune);
+	return ATTACH_OK;
+}
+
 /*
  * Attach c to its state file in dirfd (path dir): validate or create it,
- * claim the replicas' slots and prune, all under the file lock. Returns
- * NULL after logging a warning if the file cannot be used.
+ * claim the replicas' slots and prune, all under the file lock, which is
+ * waited for until deadline (lock_file()); when another process holds it
+ * longer, attach_unlocked(). The file's path goes into path (PATH_MAX).
+ * Logs why the file is not used (a warning once when refused, info when
+ * it is only busy).
  */
-static struct rlb_health *attach_file(int dirfd, const char *dir,
-				      const struct rlb_cluster *c, bool prune)
+static enum attach_result attach_file(int dirfd, const char *dir,
+				      const struct rlb_cluster *c, bool prune,
+				      int64_t deadline, struct rlb_health **out,
+				      char *path)
 {
-	const size_t size = sizeof(struct health_map);
-	char fname[NAME_MAX + 1], path[PATH_MAX], why[160];
-	struct health_map *map = MAP_FAILED;
+	enum attach_result res = ATTACH_REFUSED;
+	char fname[NAME_MAX + 1], why[160];
 	struct rlb_health *h = NULL;
-	uint64_t *ids;
+	struct health_map *map;
 	struct stat st;
-	int fd = -1;
+	bool locked;
+	int valid;
+	int fd;
 
+	*out = NULL;
 	state_file_name(c->name ? c->name : "", fname, sizeof(fname));
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, fname) >=
-	    sizeof(path)) {
+	if ((size_t)snprintf(path, PATH_MAX, "%s/%s", dir, fname) >= PATH_MAX) {
 		snprintf(why, sizeof(why), "path too long");
-		goto out_warn;
+		goto out_log;
 	}
-	for (int tries = 0; map == MAP_FAILED; tries++) {
+	h = health_new(c->nreplicas);
+	if (!h || !(h->path = strdup(path)) || !(h->dir = strdup(dir))) {
+		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
+		goto out_free;
+	}
+	for (int tries = 0;; tries++) {
 		char aside[NAME_MAX + 64];
-		const char *problem = "is corrupt";
-		int valid = 1;
+		const char *problem;
 
 		if (tries == 4) {
 			snprintf(why, sizeof(why), "it keeps being corrupted");
-			goto out_warn;
+			goto out_free;
 		}
-		fd = state_file_open(dirfd, fname, &st, why, sizeof(why));
+		fd = state_file_open(dirfd, fname, deadline, &st, &locked, why,
+				     sizeof(why));
 		if (fd < 0)
-			goto out_warn;
-		if (st.st_nlink != 1) {
-			/* Written through the other name too: refuse it. */
-			problem = "is linked elsewhere";
-			snprintf(why, sizeof(why), "%lu links",
-				 (unsigned long)st.st_nlink);
-			valid = -1;
-		} else if (st.st_size != 0 && st.st_size != (off_t)size) {
-			snprintf(why, sizeof(why), "size %lld, expected %zu",
-				 (long long)st.st_size, size);
-			valid = -1;
-		} else {
-			/* Allocate now: a full tmpfs would SIGBUS a write. */
-			if (fallocate(fd, 0, 0, (off_t)size) != 0 &&
-			    (errno != EOPNOTSUPP ||
-			     ftruncate(fd, (off_t)size) != 0)) {
-				snprintf(why, sizeof(why), "cannot size it: %s",
-					 strerror(errno));
-				goto out_close;
-			}
-			map = mmap(NULL, size, PROT_READ | PROT_WRITE,
-				   MAP_SHARED, fd, 0);
-			if (map == MAP_FAILED) {
-				snprintf(why, sizeof(why), "mmap: %s",
-					 strerror(errno));
-				goto out_close;
-			}
-			valid = header_validate(map, why, sizeof(why));
-			if (valid == 1) {
-				table_clear(map->slots);
-				header_init(map);
-			}
+			goto out_free;
+		if (!locked) {
+			res = attach_unlocked(fd, &st, h, c, prune, why,
+					      sizeof(why));
+			rlb_libc()->close(fd);
+			if (res != ATTACH_OK)
+				goto out_free;
+			goto out_ok;
 		}
+		valid = file_validate(fd, &st, &problem, why, sizeof(why));
 		if (valid >= 0)
 			break;
-		if (map != MAP_FAILED)
-			munmap(map, size);
-		map = MAP_FAILED;
 		snprintf(aside, sizeof(aside), "%s.corrupt-%lld-%ld", fname,
 			 (long long)rlb_now(), (long)getpid());
 		if (renameat(dirfd, fname, dirfd, aside) != 0) {
@@ -772,66 +867,88 @@ static struct rlb_health *attach_file(int dirfd, const char *dir,
 				"aside: %s",
 				path, problem, why, strerror(errno));
 			snprintf(why, sizeof(why), "unusable");
-			goto out_close;
+			goto out_unlock;
 		}
 		rlb_log(RLB_LOG_WARNING,
 			"state file %s %s (%s): "
 			"set aside as %s/%s and recreated",
 			path, problem, why, dir, aside);
 		unlock_close(fd);
-		fd = -1;
 	}
 
-	h = health_new(c->nreplicas);
-	if (!h || !(h->path = strdup(path))) {
-		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
-		goto out_unmap;
+	/* Allocate now: a full tmpfs would SIGBUS a write. */
+	if (fallocate(fd, 0, 0, (off_t)HEALTH_SIZE) != 0 &&
+	    (errno != EOPNOTSUPP || ftruncate(fd, (off_t)HEALTH_SIZE) != 0)) {
+		snprintf(why, sizeof(why), "cannot size it: %s",
+			 strerror(errno));
+		goto out_unlock;
+	}
+	map = mmap(NULL, HEALTH_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED) {
+		snprintf(why, sizeof(why), "mmap: %s", strerror(errno));
+		goto out_unlock;
 	}
 	h->map = map;
-	h->dev = st.st_dev;
-	h->ino = st.st_ino;
+	if (valid == 1) {
+		table_clear(map->slots);
+		header_init(map);
+	}
 	if (claim_locked(h, c, 0, c->nreplicas) != 0) {
 		snprintf(why, sizeof(why), "no room for the replicas");
-		goto out_unmap;
+		goto out_unlock;
 	}
 	if (prune) {
-		ids = sorted_identities(c);
+		uint64_t *ids = sorted_identities(c);
+
 		if (ids)
 			table_prune(map->slots, ids, c->nreplicas);
 		free(ids);
 	}
 	unlock_close(fd);
-	return h;
+out_ok:
+	atomic_store(&h->dev, (uint64_t)st.st_dev);
+	atomic_store(&h->ino, (uint64_t)st.st_ino);
+	atomic_store(&h->mode, HEALTH_SHARED);
+	*out = h;
+	return ATTACH_OK;
 
-out_unmap:
-	if (h)
-		free(h->path);
-	free(h);
-	munmap(map, size);
-out_close:
+out_unlock:
 	unlock_close(fd);
-out_warn:
-	log_once(RLB_LOG_WARNING,
-		 "state file %s not used (%s): health of "
-		 "cluster %s is private to this process",
-		 path, why, c->name ? c->name : "");
-	return NULL;
+out_free:
+	rlb_health_detach(h);
+out_log:
+	if (res == ATTACH_LATER)
+		log_once(RLB_LOG_INFO,
+			 "state file %s not used yet (%s): health of cluster "
+			 "%s is private until it can be attached",
+			 path, why, c->name ? c->name : "");
+	else
+		log_once(RLB_LOG_WARNING,
+			 "state file %s not used (%s): health of "
+			 "cluster %s is private to this process",
+			 path, why, c->name ? c->name : "");
+	return res;
 }
 
 /*
  * Private state of c: an anonymous shared mapping (shared with forked
- * children), else heap memory. NULL only when even that fails.
+ * children), else heap memory. With dir and path (the file was busy), the
+ * file is tried again later, prune owed; else it stays private. NULL only
+ * when even that fails.
  */
-static struct rlb_health *attach_private(const struct rlb_cluster *c)
+static struct rlb_health *attach_private(const struct rlb_cluster *c,
+					 const char *dir, const char *path,
+					 bool prune)
 {
 	struct rlb_health *h = health_new(c->nreplicas);
 
 	if (!h)
 		return NULL;
-	h->map = mmap(NULL, sizeof(*h->map), PROT_READ | PROT_WRITE,
+	h->map = mmap(NULL, HEALTH_SIZE, PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (h->map == MAP_FAILED) {
-		h->map = calloc(1, sizeof(*h->map));
+		h->map = calloc(1, HEALTH_SIZE);
 		h->heap = true;
 	}
 	if (!h->map) {
@@ -841,12 +958,21 @@ static struct rlb_health *attach_private(const struct rlb_cluster *c)
 	header_init(h->map);
 	/* Cannot fail: nreplicas <= RLB_MAX_REPLICAS < HEALTH_NSLOTS. */
 	claim_replicas(h, c, 0, c->nreplicas, false);
+	atomic_init(&h->mode, HEALTH_PRIVATE);
+	/* Heap memory cannot be replaced in place by the file's pages. */
+	if (dir && !h->heap && (h->dir = strdup(dir)) &&
+	    (h->path = strdup(path))) {
+		atomic_init(&h->mode, HEALTH_DEFERRED);
+		atomic_init(&h->prune_owed, prune);
+		atomic_init(&h->retry_ms, rlb_monotonic_ms() + HEALTH_RETRY_MS);
+	}
 	return h;
 }
 
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], path[PATH_MAX];
+	int64_t deadline = mono_ns() + HEALTH_LOCK_WAIT_NS;
 	int saved = errno;
 	int dirfd;
 
@@ -855,13 +981,16 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 	dirfd = state_dir_resolve(cfg, dir, sizeof(dir), cfg->nclusters == 0);
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		struct rlb_cluster *c = &cfg->clusters[i];
+		enum attach_result res = ATTACH_REFUSED;
 		struct rlb_health *h = NULL;
 
 		rlb_health_detach(c->health);
 		if (dirfd >= 0)
-			h = attach_file(dirfd, dir, c, prune);
+			res = attach_file(dirfd, dir, c, prune, deadline, &h,
+					  path);
 		if (!h)
-			h = attach_private(c);
+			h = attach_private(c, res == ATTACH_LATER ? dir : NULL,
+					   path, prune);
 		c->health = h;
 	}
 	if (dirfd >= 0)
@@ -875,15 +1004,143 @@ void rlb_health_detach(struct rlb_health *h)
 		return;
 	if (h->heap)
 		free(h->map);
-	else
-		munmap(h->map, sizeof(*h->map));
+	else if (h->map)
+		munmap(h->map, HEALTH_SIZE);
+	free(h->dir);
 	free(h->path);
 	free(h);
 }
 
 const char *rlb_health_path(const struct rlb_health *h)
 {
-	return h && h->path ? h->path : "(private)";
+	return h && h->path && atomic_load(&h->mode) == HEALTH_SHARED
+		       ? h->path
+		       : "(private)";
+}
+
+/* ------------------------------------------------------------------ */
+/* Attaching later (design.md §12.8) */
+
+/*
+ * Take h's slow-path flag: false if another thread of this process has
+ * it. A flag inherited through fork() from a thread that no longer exists
+ * here is taken over, and the file attached again, because that thread
+ * may have been half-way through replacing the mapping.
+ */
+static bool busy_enter(struct rlb_health *h)
+{
+	pid_t me = getpid(), cur = 0;
+
+	if (atomic_compare_exchange_strong(&h->busy, &cur, me))
+		return true;
+	if (cur == me || !atomic_compare_exchange_strong(&h->busy, &cur, me))
+		return false;
+	if (h->path && !h->heap) {
+		atomic_store(&h->mode, HEALTH_DEFERRED);
+		atomic_store(&h->retry_ms, 0);
+	}
+	return true;
+}
+
+static void busy_leave(struct rlb_health *h)
+{
+	atomic_store(&h->busy, 0);
+}
+
+/*
+ * Under the busy flag: move the file mapping of n (a fresh attach) in
+ * place of h's, and take its slots. Consumes n.
+ */
+static bool adopt(struct rlb_health *h, struct rlb_health *n)
+{
+	if (h->heap ||
+	    mremap(n->map, HEALTH_SIZE, HEALTH_SIZE,
+		   MREMAP_MAYMOVE | MREMAP_FIXED, h->map) == MAP_FAILED) {
+		rlb_health_detach(n);
+		return false;
+	}
+	for (size_t i = 0; i < h->nreplicas; i++)
+		atomic_store(&h->slot[i], atomic_load(&n->slot[i]));
+	atomic_store(&h->dev, atomic_load(&n->dev));
+	atomic_store(&h->ino, atomic_load(&n->ino));
+	atomic_store(&h->prune_owed, atomic_load(&n->prune_owed));
+	atomic_store(&h->mode, HEALTH_SHARED);
+	n->map = NULL;
+	rlb_health_detach(n);
+	return true;
+}
+
+/* Under the busy flag: attach h's file again, without waiting. */
+static void reattach(struct rlb_health *h, const struct rlb_cluster *c,
+		     int64_t now)
+{
+	enum attach_result res = ATTACH_REFUSED;
+	char path[PATH_MAX], why[160];
+	struct rlb_health *n = NULL;
+	int dirfd = state_dir_open(h->dir, why, sizeof(why));
+
+	if (dirfd < 0) {
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not used (%s): health of cluster "
+			 "%s is private to this process",
+			 h->dir, why, c->name ? c->name : "");
+	} else {
+		res = attach_file(dirfd, h->dir, c, atomic_load(&h->prune_owed),
+				  0, &n, path);
+		rlb_libc()->close(dirfd);
+	}
+	if (res == ATTACH_OK && adopt(h, n)) {
+		atomic_store(&h->retry_ms, atomic_load(&h->prune_owed)
+						   ? now + HEALTH_RETRY_MS
+						   : INT64_MAX);
+		return;
+	}
+	if (res == ATTACH_REFUSED && atomic_load(&h->mode) == HEALTH_DEFERRED)
+		atomic_store(&h->mode, HEALTH_PRIVATE);
+	atomic_store(&h->retry_ms,
+		     res == ATTACH_REFUSED ? INT64_MAX : now + HEALTH_RETRY_MS);
+}
+
+/* health_check() once per tick: attach the file where that is due. */
+static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
+		       int64_t now)
+{
+	if (now < atomic_load(&h->retry_ms) || !busy_enter(h))
+		return;
+	if (now >= atomic_load(&h->retry_ms)) {
+		if (atomic_load(&h->mode) != HEALTH_SHARED ||
+		    atomic_load(&h->prune_owed))
+			reattach(h, c, now);
+		else
+			atomic_store(&h->retry_ms, INT64_MAX);
+	}
+	busy_leave(h);
+}
+
+/*
+ * At the start of each operation on c's state (a selection, an add, a
+ * reset, a look by replicalbctl), at most once per tick of the coarse
+ * clock: attach the file where that is due (a busy file, a prune owed).
+ * Keeps errno.
+ */
+static void health_check(const struct rlb_cluster *c)
+{
+	struct rlb_health *h = c->health;
+	int64_t now, last;
+	int saved;
+
+	if (!h || atomic_load_explicit(&h->mode, memory_order_relaxed) ==
+			  HEALTH_PRIVATE)
+		return;
+	now = rlb_monotonic_ms();
+	last = atomic_load_explicit(&h->checked_ms, memory_order_relaxed);
+	if (now == last || !atomic_compare_exchange_strong_explicit(
+				   &h->checked_ms, &last, now,
+				   memory_order_relaxed, memory_order_relaxed))
+		return;
+	saved = errno;
+	check_slow(h, c, now);
+	errno = saved;
 }
 
 /* ------------------------------------------------------------------ */
@@ -891,28 +1148,32 @@ const char *rlb_health_path(const struct rlb_health *h)
 
 /*
  * Find replica i's slot again after another process pruned or rebuilt the
- * table: under the file lock if the file is still the one mapped, else
- * (it was removed or replaced) lock-free. NULL if it cannot be had now.
+ * table: under the file lock if the file is still the one mapped and the
+ * lock is free at once, else lock-free. NULL if it cannot be had now:
+ * then no reclaim of this cluster is tried for HEALTH_RECLAIM_MS.
  */
 static struct health_slot *reclaim(struct rlb_health *h,
 				   const struct rlb_cluster *c, size_t i)
 {
 	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int64_t now = rlb_monotonic_ms();
 	struct health_slot *s = NULL;
 	int saved = errno;
+	bool busy = false;
 	struct stat st;
 	int fd = -1;
 	int rc;
 
-	if (h->path) {
+	if (now < atomic_load_explicit(&h->reclaim_ms, memory_order_relaxed))
+		return NULL;
+	if (atomic_load(&h->mode) == HEALTH_SHARED && (busy = busy_enter(h)))
 		fd = open(h->path, flags);
-		if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != h->dev ||
-				st.st_ino != h->ino)) {
-			rlb_libc()->close(fd);
-			fd = -1;
-		}
-		if (fd >= 0 && lock_file(fd) != 0)
-			goto out_close;
+	if (fd >= 0 && (fstat(fd, &st) != 0 ||
+			(uint64_t)st.st_dev != atomic_load(&h->dev) ||
+			(uint64_t)st.st_ino != atomic_load(&h->ino) ||
+			flock(fd, LOCK_EX | LOCK_NB) != 0)) {
+		rlb_libc()->close(fd);
+		fd = -1;
 	}
 	if (fd >= 0)
 		rc = claim_locked(h, c, i, 1);
@@ -920,9 +1181,12 @@ static struct health_slot *reclaim(struct rlb_health *h,
 		rc = claim_replicas(h, c, i, 1, false);
 	if (rc == 0)
 		s = &h->map->slots[atomic_load(&h->slot[i])];
-out_close:
+	else
+		atomic_store(&h->reclaim_ms, now + HEALTH_RECLAIM_MS);
 	if (fd >= 0)
 		unlock_close(fd);
+	if (busy)
+		busy_leave(h);
 	errno = saved;
 	return s;
 }
@@ -974,6 +1238,7 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 
 	if (!h)
 		return;
+	health_check(c);
 	t = atomic_load(&h->map->hdr.decay_time);
 	if (t == 0) {
 		atomic_compare_exchange_strong(&h->map->hdr.decay_time, &t,
@@ -995,6 +1260,12 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 	}
 }
 
+/* T of c, without the check of health_check(). */
+static int64_t decay_time_of(const struct rlb_cluster *c)
+{
+	return c->health ? atomic_load(&c->health->map->hdr.decay_time) : 0;
+}
+
 /* Value of a counter of replica i, decayed to now when asked. */
 static uint64_t counter(const struct rlb_cluster *c, const _Atomic uint64_t *v,
 			int64_t now, bool decayed)
@@ -1002,15 +1273,23 @@ static uint64_t counter(const struct rlb_cluster *c, const _Atomic uint64_t *v,
 	uint64_t e = atomic_load(v);
 
 	if (decayed)
-		e = shift_errors(e,
-				 decay_shift(c, rlb_health_decay_time(c), now));
+		e = shift_errors(e, decay_shift(c, decay_time_of(c), now));
 	return e;
 }
 
+/*
+ * Counts without decay are read within an operation that has checked the
+ * state already (a selection after its decay, a log line after an add);
+ * with decay, from replicalbctl, on their own.
+ */
 uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 			   bool decayed)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	if (decayed)
+		health_check(c);
+	s = slot_of(c, i);
 
 	return s ? counter(c, &s->errors, now, decayed) : 0;
 }
@@ -1018,14 +1297,19 @@ uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
 			      int64_t now, bool decayed)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	if (decayed)
+		health_check(c);
+	s = slot_of(c, i);
 
 	return s ? counter(c, &s->slowdowns, now, decayed) : 0;
 }
 
 int64_t rlb_health_decay_time(const struct rlb_cluster *c)
 {
-	return c->health ? atomic_load(&c->health->map->hdr.decay_time) : 0;
+	health_check(c);
+	return decay_time_of(c);
 }
 
 /*
@@ -1048,7 +1332,10 @@ static void decay_owed(struct rlb_cluster *c, int64_t now)
 void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 			   int64_t now)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	health_check(c);
+	s = slot_of(c, i);
 
 	if (!s)
 		return;
@@ -1060,7 +1347,10 @@ void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
 			      int64_t now)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	health_check(c);
+	s = slot_of(c, i);
 
 	if (!s)
 		return;
@@ -1072,6 +1362,7 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 {
 	size_t first = i, last = i;
 
+	health_check(c);
 	if (i == SIZE_MAX) {
 		first = 0;
 		last = c->nreplicas ? c->nreplicas - 1 : 0;
@@ -1086,6 +1377,7 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 	}
 }
 
+/* Within a selection, after its decay has checked the state. */
 uint64_t rlb_health_rr_next(struct rlb_cluster *c)
 {
 	if (!c->health)
@@ -1098,6 +1390,7 @@ uint64_t rlb_health_rr_peek(const struct rlb_cluster *c)
 {
 	if (!c->health)
 		return 0;
+	health_check(c);
 	return atomic_load_explicit(&c->health->map->hdr.rr_counter,
 				    memory_order_relaxed);
 }
@@ -1105,11 +1398,14 @@ uint64_t rlb_health_rr_peek(const struct rlb_cluster *c)
 int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now)
 {
-	uint64_t e = rlb_health_errors(c, i, now, false);
-	uint64_t sd = rlb_health_slowdowns(c, i, now, false);
 	int64_t hl = c->s.half_life;
-	int64_t t = rlb_health_decay_time(c);
-	int64_t total, elapsed, left;
+	int64_t total, elapsed, left, t;
+	uint64_t e, sd;
+
+	health_check(c);
+	e = rlb_health_errors(c, i, now, false);
+	sd = rlb_health_slowdowns(c, i, now, false);
+	t = decay_time_of(c);
 
 	if (sd > e)
 		e = sd; /* recovery of max(errors, slowdowns) */

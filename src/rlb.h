@@ -297,7 +297,9 @@ const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 /*
  * Attach shared state to every cluster of cfg (sets c->health). With
  * `prune`, state of replicas no longer in the cluster is dropped. Never
- * fails: problems fall back to private state and log one warning.
+ * fails: problems fall back to private state and log one warning. Waits
+ * at most about 1 ms in all for other processes' locks; a file that needs
+ * the lock is attached later, by a selection (design.md §12.4).
  */
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
 void rlb_health_detach(struct rlb_health *h);
