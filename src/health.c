@@ -1,6 +1,7 @@
 /* health.c - shared health state (design.md §5): per-cluster memory-mapped
  * files of error counts, decay time and round-robin counter, updated
- * atomically; never waiting on another process' lock (§12.4). */
+ * atomically; never waiting on another process, and surviving files that
+ * are locked, truncated or replaced while in use (§12.9). */
 #include "config.h"
 
 #include <errno.h>
@@ -18,6 +19,10 @@
 
 #include "rlb.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
 #define HEALTH_MAGIC	   "RLBSTATE"
 #define HEALTH_VERSION	   2
 #define HEALTH_NSLOTS	   (2 * RLB_MAX_REPLICAS)
@@ -28,8 +33,9 @@
 /* Longest wait for other processes' flocks, per attach of a whole config. */
 #define HEALTH_LOCK_WAIT_NS 1000000
 #define HEALTH_RETRY_MS	    250 /* a cluster waiting for its file tries again */
-#define HEALTH_RECLAIM_MS   100 /* after a failed reclaim, none before this */
-#define HEALTH_STEM_MAX	    200 /* longer cluster names are cut and hashed */
+#define HEALTH_FOLLOW_MS    1000 /* how often the path is checked */
+#define HEALTH_RECLAIM_MS   100	 /* after a failed reclaim, none before this */
+#define HEALTH_STEM_MAX	    200	 /* longer cluster names are cut and hashed */
 #define HEALTH_CHECK_SEED   0x524c4253u
 
 /*
@@ -77,9 +83,9 @@ enum health_mode {
 
 /*
  * One cluster's view of its state (opaque outside this file). map never
- * moves: when the file replaces private memory, one mremap replaces the
- * pages in place, so a thread still using it never finds it unmapped
- * (design.md §12.8).
+ * moves: when what backs it changes (file, anonymous memory, another
+ * file), one mmap or mremap replaces the pages in place, so a thread
+ * still using it never finds it unmapped (design.md §12.9).
  */
 struct rlb_health {
 	struct health_map *map;	    /* the counters */
@@ -1019,7 +1025,7 @@ const char *rlb_health_path(const struct rlb_health *h)
 }
 
 /* ------------------------------------------------------------------ */
-/* Attaching later (design.md §12.8) */
+/* Damage and locks while attached (design.md §12.9) */
 
 /*
  * Take h's slow-path flag: false if another thread of this process has
@@ -1045,6 +1051,67 @@ static bool busy_enter(struct rlb_health *h)
 static void busy_leave(struct rlb_health *h)
 {
 	atomic_store(&h->busy, 0);
+}
+
+/*
+ * Whether the mapped file still covers the whole mapping. A file that
+ * someone cut shorter SIGBUSes the first touch of a page past its end;
+ * MADV_POPULATE_READ of the last page tells with EFAULT instead, with no
+ * signal and no descriptor. Before Linux 5.14, a stat of the path tells,
+ * while the path still names the file (when it does not, nobody can
+ * truncate the file by name).
+ */
+static bool map_whole(struct rlb_health *h)
+{
+	static atomic_bool no_populate;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t last = (HEALTH_SIZE - 1) / page * page;
+	struct stat st;
+
+	if (!atomic_load_explicit(&no_populate, memory_order_relaxed)) {
+		if (madvise((char *)h->map + last, HEALTH_SIZE - last,
+			    MADV_POPULATE_READ) == 0)
+			return true;
+		if (errno == EFAULT)
+			return false;
+		if (errno != EINVAL)
+			return true; /* ENOMEM, EINTR: no verdict */
+		atomic_store(&no_populate, true);
+	}
+	return lstat(h->path, &st) != 0 ||
+	       (uint64_t)st.st_dev != atomic_load(&h->dev) ||
+	       (uint64_t)st.st_ino != atomic_load(&h->ino) ||
+	       st.st_size > (off_t)last;
+}
+
+/*
+ * Whether the path no longer names the mapped file as a whole state file
+ * of one link: removed, replaced, cut, or linked elsewhere meanwhile.
+ */
+static bool file_moved(const struct rlb_health *h)
+{
+	struct stat st;
+
+	if (lstat(h->path, &st) != 0)
+		return errno == ENOENT;
+	return (uint64_t)st.st_dev != atomic_load(&h->dev) ||
+	       (uint64_t)st.st_ino != atomic_load(&h->ino) ||
+	       st.st_nlink != 1 || st.st_size != (off_t)HEALTH_SIZE;
+}
+
+/*
+ * Under the busy flag: put private anonymous memory in place of the
+ * mapped file, whose pages would SIGBUS. False if even that fails.
+ */
+static bool to_private(struct rlb_health *h, const struct rlb_cluster *c)
+{
+	if (mmap(h->map, HEALTH_SIZE, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+		return false;
+	header_init(h->map);
+	claim_replicas(h, c, 0, c->nreplicas, false);
+	atomic_store(&h->mode, HEALTH_DEFERRED);
+	return true;
 }
 
 /*
@@ -1090,29 +1157,41 @@ static void reattach(struct rlb_health *h, const struct rlb_cluster *c,
 		rlb_libc()->close(dirfd);
 	}
 	if (res == ATTACH_OK && adopt(h, n)) {
-		atomic_store(&h->retry_ms, atomic_load(&h->prune_owed)
-						   ? now + HEALTH_RETRY_MS
-						   : INT64_MAX);
+		atomic_store(&h->retry_ms, now + (atomic_load(&h->prune_owed)
+							  ? HEALTH_RETRY_MS
+							  : HEALTH_FOLLOW_MS));
 		return;
 	}
 	if (res == ATTACH_REFUSED && atomic_load(&h->mode) == HEALTH_DEFERRED)
 		atomic_store(&h->mode, HEALTH_PRIVATE);
 	atomic_store(&h->retry_ms,
-		     res == ATTACH_REFUSED ? INT64_MAX : now + HEALTH_RETRY_MS);
+		     now + (res == ATTACH_REFUSED ? HEALTH_FOLLOW_MS
+						  : HEALTH_RETRY_MS));
 }
 
-/* health_check() once per tick: attach the file where that is due. */
+/* health_check() once per tick: the system calls. */
 static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
 		       int64_t now)
 {
-	if (now < atomic_load(&h->retry_ms) || !busy_enter(h))
+	bool shared = atomic_load(&h->mode) == HEALTH_SHARED;
+	bool whole = !shared || map_whole(h);
+
+	if ((whole && now < atomic_load(&h->retry_ms)) || !busy_enter(h))
 		return;
+	if (shared && !whole && atomic_load(&h->mode) == HEALTH_SHARED) {
+		rlb_log(RLB_LOG_WARNING,
+			"state file %s was truncated while in use: health of "
+			"cluster %s is private until it is attached again",
+			h->path, c->name ? c->name : "");
+		if (to_private(h, c))
+			atomic_store(&h->retry_ms, 0);
+	}
 	if (now >= atomic_load(&h->retry_ms)) {
 		if (atomic_load(&h->mode) != HEALTH_SHARED ||
-		    atomic_load(&h->prune_owed))
+		    atomic_load(&h->prune_owed) || file_moved(h))
 			reattach(h, c, now);
 		else
-			atomic_store(&h->retry_ms, INT64_MAX);
+			atomic_store(&h->retry_ms, now + HEALTH_FOLLOW_MS);
 	}
 	busy_leave(h);
 }
@@ -1120,8 +1199,10 @@ static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
 /*
  * At the start of each operation on c's state (a selection, an add, a
  * reset, a look by replicalbctl), at most once per tick of the coarse
- * clock: attach the file where that is due (a busy file, a prune owed).
- * Keeps errno.
+ * clock: check that the mapped file is still whole, and attach the file
+ * (again) where that is due. A program that touches the state less often
+ * than once a tick is never hit by a truncation of the file; see
+ * design.md §9 for the others. Keeps errno.
  */
 static void health_check(const struct rlb_cluster *c)
 {

@@ -283,7 +283,9 @@ bool rlb_config_changed(const struct rlb_config *cfg);
  * Shared health of one cluster: a memory-mapped state file (or a private
  * anonymous mapping as fallback) holding the decay time T, the
  * round-robin counter and one error counter per replica, keyed by replica
- * identity. All updates are lock-free atomics.
+ * identity. All updates are lock-free atomics. The functions that start an
+ * operation (decay, adds, reset, the peeks) first check, once per clock
+ * tick, that the file is still whole and in place (design.md §12.9).
  */
 
 /*

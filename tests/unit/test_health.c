@@ -1,5 +1,6 @@
 /* test_health.c - unit tests of health.c: decay, cap, cross-process
- * counters, reloads, corrupt and unsafe state files. */
+ * counters, reloads, corrupt and unsafe state files, held locks, files
+ * truncated or hard-linked while in use, the state directory. */
 #include "config.h"
 
 #include <dirent.h>
@@ -1245,6 +1246,119 @@ static void test_health_reclaim_without_room_is_rate_limited(void **state)
 	cfg_free(old);
 }
 
+/* ------------------------------------------------------------------ */
+/* Files damaged while in use (design.md §12.9) */
+
+static void test_health_truncated_while_attached_recovers(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg, *other;
+	struct rlb_cluster *c;
+	struct capture cap;
+	struct stat st;
+	char path[512];
+	char *log;
+
+	cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	c = &cfg->clusters[0];
+	add_errors(c, 0, 5);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	assert_int_equal(truncate(path, 64), 0);
+	usleep(20 * 1000); /* the next tick of the coarse clock */
+	capture_begin(&cap);
+	rlb_health_decay(c, 1000);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 0);
+	log = capture_end(&cap);
+	assert_non_null(strstr(log, "truncated while in use"));
+	assert_non_null(strstr(log, "set aside"));
+	free(log);
+	/* Attached again at once, to the file that was recreated. */
+	assert_false(is_private(cfg));
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, FILE_SIZE);
+	add_errors(c, 1, 2);
+	other = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_int_equal(rlb_health_errors(&other->clusters[0], 1, 0, false),
+			 2);
+	/* Emptied: initialised again in place. */
+	assert_int_equal(truncate(path, 0), 0);
+	usleep(20 * 1000);
+	rlb_health_decay(c, 1000);
+	assert_false(is_private(cfg));
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 1);
+	add_errors(c, 1, 3);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, FILE_SIZE);
+	cfg_free(other);
+	other = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_int_equal(rlb_health_errors(&other->clusters[0], 1, 0, false),
+			 3);
+	cfg_free(other);
+	cfg_free(cfg);
+}
+
+/* Child body: selections and adds every 15 ms (more than a clock tick). */
+static int child_select(const char *dir, struct rlb_config *inherited,
+			atomic_int *gate)
+{
+	struct rlb_config *cfg = inherited;
+	struct rlb_selection *sel;
+	struct rlb_cluster *c;
+
+	if (!cfg) {
+		cfg = cfg_new(dir, "db", hosts_ab, 2);
+		rlb_health_attach_all(cfg, false);
+	}
+	c = &cfg->clusters[0];
+	sel = rlb_selection_new(c->nreplicas);
+	if (!sel)
+		return 2;
+	gate_wait(gate);
+	for (int i = 0; i < 40; i++) {
+		rlb_select(c, false, 1000, sel);
+		rlb_health_add_errors(c, (size_t)i % 2, 1, 1000);
+		usleep(15 * 1000);
+	}
+	free(sel);
+	if (!inherited)
+		cfg_free(cfg);
+	return 0;
+}
+
+static void test_health_truncation_kills_no_process(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	atomic_int *gate = gate_new();
+	pid_t pids[NCHILDREN / 2];
+	char path[512];
+	struct stat st;
+	const int n = NCHILDREN / 2;
+
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	for (int i = 0; i < n; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			/* Half share our mapping, half map the file. */
+			_exit(child_select(f->state, i % 2 ? cfg : NULL, gate));
+		}
+	}
+	gate_open(gate, n);
+	usleep(150 * 1000);
+	assert_int_equal(truncate(path, 64), 0);
+	usleep(150 * 1000);
+	assert_int_equal(truncate(path, 0), 0);
+	/* Exit status 0, not SIGBUS. */
+	wait_children(pids, n);
+	munmap(gate, 2 * sizeof(*gate));
+	assert_true(count_prefix(f->state, "db.state.corrupt-") >= 1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, FILE_SIZE);
+	cfg_free(cfg);
+}
+
 /* The bytes of file path, malloc'd (FILE_SIZE of them). */
 static char *file_bytes(const char *path)
 {
@@ -1287,6 +1401,36 @@ static void test_health_hard_linked_file_set_aside(void **state)
 	assert_memory_equal(before, after, FILE_SIZE);
 	free(before);
 	free(after);
+	cfg_free(cfg);
+}
+
+static void test_health_hard_link_made_while_attached(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	char path[512], other[512];
+	char *before, *after;
+	struct stat st;
+
+	add_errors(c, 0, 1);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	snprintf(other, sizeof(other), "%s/elsewhere", f->tmp);
+	assert_int_equal(link(path, other), 0);
+	before = file_bytes(other);
+	/* The path is looked at about once a second. */
+	usleep(1100 * 1000);
+	rlb_health_decay(c, 1000);
+	add_errors(c, 0, 2);
+	rlb_health_rr_next(c);
+	after = file_bytes(other);
+	assert_memory_equal(before, after, FILE_SIZE);
+	free(before);
+	free(after);
+	assert_false(is_private(cfg));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_nlink, 1);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 2);
 	cfg_free(cfg);
 }
 
@@ -1698,7 +1842,10 @@ int main(void)
 		T(test_health_blank_file_under_held_lock_attached_later),
 		T(test_health_reclaim_under_held_lock_progresses),
 		T(test_health_reclaim_without_room_is_rate_limited),
+		T(test_health_truncated_while_attached_recovers),
+		T(test_health_truncation_kills_no_process),
 		T(test_health_hard_linked_file_set_aside),
+		T(test_health_hard_link_made_while_attached),
 		T(test_health_file_mode_0666_not_used),
 		T(test_health_file_of_other_owner_not_used),
 		T(test_health_file_symlink_not_used),
