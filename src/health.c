@@ -1,11 +1,13 @@
 /* health.c - shared health state (design.md §5): per-cluster memory-mapped
  * files of error counts, decay time and round-robin counter, updated
- * atomically. */
+ * atomically; never waiting on another process, and surviving files that
+ * are locked, truncated or replaced while in use (§12.9). */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +19,22 @@
 
 #include "rlb.h"
 
-#define HEALTH_MAGIC	    "RLBSTATE"
-#define HEALTH_VERSION	    2
-#define HEALTH_NSLOTS	    (2 * RLB_MAX_REPLICAS)
-#define HEALTH_KEY_EMPTY    0 /* never claimed since the last rebuild */
-#define HEALTH_KEY_DROPPED  1 /* pruned: skipped by probes, never reused */
-#define HEALTH_NO_SLOT	    UINT32_MAX
-#define HEALTH_LOCK_WAIT_MS 2000 /* longest wait for another process' flock */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+#define HEALTH_MAGIC	   "RLBSTATE"
+#define HEALTH_VERSION	   2
+#define HEALTH_NSLOTS	   (2 * RLB_MAX_REPLICAS)
+#define HEALTH_SIZE	   sizeof(struct health_map)
+#define HEALTH_KEY_EMPTY   0 /* never claimed since the last rebuild */
+#define HEALTH_KEY_DROPPED 1 /* pruned: skipped by probes, never reused */
+#define HEALTH_NO_SLOT	   UINT32_MAX
+/* Longest wait for other processes' flocks, per attach of a whole config. */
+#define HEALTH_LOCK_WAIT_NS 1000000
+#define HEALTH_RETRY_MS	    250 /* a cluster waiting for its file tries again */
+#define HEALTH_FOLLOW_MS    1000 /* how often the path is checked */
+#define HEALTH_RECLAIM_MS   100	 /* after a failed reclaim, none before this */
 #define HEALTH_STEM_MAX	    200	 /* longer cluster names are cut and hashed */
 #define HEALTH_CHECK_SEED   0x524c4253u
 
@@ -63,15 +74,34 @@ _Static_assert(sizeof(struct health_header) == 64, "header is 64 bytes");
 _Static_assert(sizeof(struct health_map) == 64 + HEALTH_NSLOTS * 32,
 	       "state file layout v2");
 
-/* One cluster's view of its state (opaque outside this file). */
+/* What backs a cluster's counters (rlb_health.mode). */
+enum health_mode {
+	HEALTH_SHARED,	 /* the state file dev/ino */
+	HEALTH_DEFERRED, /* private memory for now; the file is tried again */
+	HEALTH_PRIVATE,	 /* private memory until the next attach */
+};
+
+/*
+ * One cluster's view of its state (opaque outside this file). map never
+ * moves: when what backs it changes (file, anonymous memory, another
+ * file), one mmap or mremap replaces the pages in place, so a thread
+ * still using it never finds it unmapped (design.md §12.9).
+ */
 struct rlb_health {
-	struct health_map *map; /* the shared mapping */
-	bool heap;		/* map came from calloc: mmap failed */
-	char *path;		/* state file, NULL when private */
-	dev_t dev;		/* the mapped file, to recognise it */
-	ino_t ino;
-	size_t nreplicas;	 /* entries of slot[] */
-	_Atomic uint32_t slot[]; /* per replica: index of its slot */
+	struct health_map *map;	    /* the counters */
+	bool heap;		    /* map came from calloc: mmap failed */
+	char *dir;		    /* state directory, or NULL */
+	char *path;		    /* state file in dir, or NULL */
+	_Atomic int mode;	    /* enum health_mode */
+	_Atomic bool prune_owed;    /* attached without the lock: prune later */
+	_Atomic uint64_t dev;	    /* the mapped file, to recognise it */
+	_Atomic uint64_t ino;	    /* (while mode is HEALTH_SHARED) */
+	_Atomic int64_t checked_ms; /* coarse tick of the last check */
+	_Atomic int64_t retry_ms;   /* next attach attempt or path check */
+	_Atomic int64_t reclaim_ms; /* no reclaim before this */
+	_Atomic pid_t busy;	    /* process in a slow path, 0 if none */
+	size_t nreplicas;	    /* entries of slot[] */
+	_Atomic uint32_t slot[];    /* per replica: index of its slot */
 };
 
 /* ------------------------------------------------------------------ */
@@ -127,10 +157,10 @@ static void header_init(struct health_map *m)
  * 0 if the header is valid, 1 if it is all zero (a creator died before
  * writing it), -1 with the reason in why otherwise.
  */
-static int header_validate(const struct health_map *m, char *why, size_t whylen)
+static int header_validate(const struct health_header *hdr, char *why,
+			   size_t whylen)
 {
 	static const char zero[sizeof(struct health_header)];
-	const struct health_header *hdr = &m->hdr;
 
 	if (memcmp(hdr, zero, sizeof(zero)) == 0)
 		return 1;
@@ -324,19 +354,30 @@ static int claim_locked(struct rlb_health *h, const struct rlb_cluster *c,
 /* ------------------------------------------------------------------ */
 /* Files */
 
-/* flock(LOCK_EX), waiting at most HEALTH_LOCK_WAIT_MS; 0 or -1/errno. */
-static int lock_file(int fd)
+static int64_t mono_ns(void)
 {
-	const struct timespec ms = {0, 1000000};
+	struct timespec ts;
 
-	for (int waited = 0;; waited++) {
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * flock(LOCK_EX) without blocking, tried again until deadline (mono_ns();
+ * 0: once). 0, or -1 with errno (EWOULDBLOCK: another process holds it).
+ */
+static int lock_file(int fd, int64_t deadline)
+{
+	const struct timespec pause = {0, 50000};
+
+	for (;;) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return 0;
 		if (errno == EINTR)
 			continue;
-		if (errno != EWOULDBLOCK || waited >= HEALTH_LOCK_WAIT_MS)
+		if (errno != EWOULDBLOCK || mono_ns() >= deadline)
 			return -1;
-		nanosleep(&ms, NULL);
+		nanosleep(&pause, NULL);
 	}
 }
 
@@ -348,6 +389,38 @@ static void unlock_close(int fd)
 {
 	flock(fd, LOCK_UN);
 	rlb_libc()->close(fd);
+}
+
+/* Hashes of the messages log_once() has logged (0: free entry). */
+static _Atomic uint64_t logged[64];
+
+/*
+ * Log a message once per process at level: the same text again (at a
+ * reload, a retry, another attach) goes out at debug level only.
+ */
+static RLB_PRINTF(2, 3) void log_once(enum rlb_log_level level, const char *fmt,
+				      ...)
+{
+	char msg[900];
+	uint64_t hash;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	hash = rlb_hash64(msg, strlen(msg), 0);
+	for (size_t i = 0; i < sizeof(logged) / sizeof(logged[0]); i++) {
+		uint64_t cur = atomic_load(&logged[i]);
+
+		if (cur == 0 &&
+		    atomic_compare_exchange_strong(&logged[i], &cur, hash))
+			break;
+		if (cur == hash) {
+			level = RLB_LOG_DEBUG;
+			break;
+		}
+	}
+	rlb_log(level, "%s", msg);
 }
 
 /* Why st (of a state file or directory) must not be used, or NULL. */
@@ -400,25 +473,58 @@ static int make_dirs(const char *dir)
 	return make_dir(path);
 }
 
-static bool state_dir_path(const struct rlb_config *cfg, char *buf, size_t len)
+/*
+ * The state directory cfg asks for, into buf (design.md §5.8): state_dir
+ * (REPLICALB_STATE_DIR applied), else $XDG_RUNTIME_DIR/replicalb, else
+ * the default /tmp/replicalb-EUID; then *fb is the fallback for a default
+ * that another user took first, $HOME/.cache/replicalb, or "" when HOME
+ * is unknown (unset, relative, or ignored in secure mode). False when a
+ * path does not fit.
+ */
+static bool state_dir_paths(const struct rlb_config *cfg, char *buf, size_t len,
+			    char *fb, size_t fblen)
 {
 	const char *xdg = rlb_env("XDG_RUNTIME_DIR");
+	const char *home = rlb_env("HOME");
 	int n;
 
+	fb[0] = '\0';
 	if (cfg && cfg->state_dir && cfg->state_dir[0])
 		n = snprintf(buf, len, "%s", cfg->state_dir);
 	else if (xdg && xdg[0] == '/') /* XDG: relative paths are invalid */
 		n = snprintf(buf, len, "%s/replicalb", xdg);
-	else
+	else {
 		n = snprintf(buf, len, "/tmp/replicalb-%lu",
 			     (unsigned long)geteuid());
+		if (home && home[0] == '/' &&
+		    (size_t)snprintf(fb, fblen, "%s/.cache/replicalb", home) >=
+			    fblen)
+			fb[0] = '\0';
+	}
 	return n >= 0 && (size_t)n < len;
+}
+
+/* Whether dir is ours to use or to create (without opening it). */
+static bool dir_usable(const char *dir)
+{
+	char why[160];
+	struct stat st;
+
+	if (lstat(dir, &st) != 0)
+		return errno == ENOENT;
+	return S_ISDIR(st.st_mode) && !owner_problem(&st, why, sizeof(why));
 }
 
 const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 				 size_t len)
 {
-	state_dir_path(cfg, buf, len);
+	char fb[PATH_MAX];
+	int saved = errno;
+
+	if (state_dir_paths(cfg, buf, len, fb, sizeof(fb)) && fb[0] &&
+	    !dir_usable(buf))
+		snprintf(buf, len, "%s", fb);
+	errno = saved;
 	return buf;
 }
 
@@ -461,6 +567,73 @@ out_close:
 }
 
 /*
+ * The default directory dflt is not usable (why), typically because
+ * another user made it first, and fb (open as dirfd) is used instead. Say
+ * so once per squat, not at every program start: the first process to
+ * see it leaves a note in fb, named after the squatting entry.
+ */
+static void fallback_notice(int dirfd, const char *dflt, const char *why,
+			    const char *fb)
+{
+	enum rlb_log_level level = RLB_LOG_WARNING;
+	struct stat st = {0};
+	char note[64];
+	int fd;
+
+	lstat(dflt, &st);
+	snprintf(note, sizeof(note), ".squatted-%llx-%llx",
+		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	fd = openat(dirfd, note,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		rlb_libc()->close(fd);
+	else if (errno == EEXIST)
+		level = RLB_LOG_INFO;
+	rlb_log(level, "state directory %s not used (%s): using %s instead",
+		dflt, why, fb);
+}
+
+/*
+ * Open the state directory of cfg (state_dir_paths(), with the fallback
+ * for a squatted default) into dir, or -1 after one warning (none when
+ * quiet).
+ */
+static int state_dir_resolve(const struct rlb_config *cfg, char *dir,
+			     size_t len, bool quiet)
+{
+	char fb[PATH_MAX], why[160], why2[160];
+	int fd = -1;
+
+	if (!state_dir_paths(cfg, dir, len, fb, sizeof(fb)))
+		snprintf(why, sizeof(why), "path too long");
+	else
+		fd = state_dir_open(dir, why, sizeof(why));
+	if (fd >= 0)
+		return fd;
+	if (fb[0])
+		fd = state_dir_open(fb, why2, sizeof(why2));
+	if (fd >= 0) {
+		if (!quiet)
+			fallback_notice(fd, dir, why, fb);
+		snprintf(dir, len, "%s", fb);
+		return fd;
+	}
+	if (quiet)
+		return -1;
+	if (fb[0])
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not used (%s), nor %s (%s): "
+			 "health state is private to this process",
+			 dir, why, fb, why2);
+	else
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not used (%s): "
+			 "health state is private to this process",
+			 dir, why);
+	return -1;
+}
+
+/*
  * File name of cluster `name`: NAME.state with bytes outside [a-z0-9._-]
  * replaced by '_'; overlong names are cut and made unique by a hash, so
  * that "NAME.state.corrupt-..." still fits NAME_MAX.
@@ -487,12 +660,14 @@ static void state_file_name(const char *name, char *out, size_t outlen)
 }
 
 /*
- * Open (creating it 0600 if needed) and flock the state file fname in
- * dirfd. Fills *st for the locked file, which is still the one at fname.
- * Returns the fd or -1 with the reason in why.
+ * Open (creating it 0600 if needed) the state file fname in dirfd and
+ * flock it, trying until deadline (lock_file()). Fills *st for the file,
+ * which is still the one at fname, and *locked: false when another
+ * process holds the lock. Returns the fd or -1 with the reason in why.
  */
-static int state_file_open(int dirfd, const char *fname, struct stat *st,
-			   char *why, size_t whylen)
+static int state_file_open(int dirfd, const char *fname, int64_t deadline,
+			   struct stat *st, bool *locked, char *why,
+			   size_t whylen)
 {
 	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 	int fd;
@@ -526,10 +701,10 @@ static int state_file_open(int dirfd, const char *fname, struct stat *st,
 		}
 		if (owner_problem(st, why, whylen))
 			goto out_close;
-		if (lock_file(fd) != 0) {
+		*locked = lock_file(fd, deadline) == 0;
+		if (!*locked && errno != EWOULDBLOCK) {
 			snprintf(why, whylen, "cannot lock it: %s",
-				 errno == EWOULDBLOCK ? "held too long"
-						      : strerror(errno));
+				 strerror(errno));
 			goto out_close;
 		}
 		/* Whoever locked it before us may have set it aside. */
@@ -547,6 +722,39 @@ out_close:
 	return -1;
 }
 
+/*
+ * Under the lock: 0 if the state file fd (stat st) is valid, 1 if it is
+ * blank (empty, or a header of zeroes: its creator died before writing
+ * it), -1 if it must be set aside, with *problem and the reason in why.
+ * The header is read, not mapped: a file cut short meanwhile cannot
+ * SIGBUS here.
+ */
+static int file_validate(int fd, const struct stat *st, const char **problem,
+			 char *why, size_t whylen)
+{
+	struct health_header hdr;
+
+	*problem = "is corrupt";
+	if (st->st_nlink != 1) {
+		/* Written through the other name too: refuse it. */
+		*problem = "is linked elsewhere";
+		snprintf(why, whylen, "%lu links", (unsigned long)st->st_nlink);
+		return -1;
+	}
+	if (st->st_size == 0)
+		return 1;
+	if (st->st_size != (off_t)HEALTH_SIZE) {
+		snprintf(why, whylen, "size %lld, expected %zu",
+			 (long long)st->st_size, HEALTH_SIZE);
+		return -1;
+	}
+	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+		snprintf(why, whylen, "cannot read its header");
+		return -1;
+	}
+	return header_validate(&hdr, why, whylen);
+}
+
 static struct rlb_health *health_new(size_t nreplicas)
 {
 	struct rlb_health *h;
@@ -560,138 +768,193 @@ static struct rlb_health *health_new(size_t nreplicas)
 	return h;
 }
 
+/* How an attach went. */
+enum attach_result {
+	ATTACH_OK,	/* attached to the file */
+	ATTACH_LATER,	/* another process holds the lock: try again later */
+	ATTACH_REFUSED, /* the file cannot be used (warned) */
+};
+
+/*
+ * Another process holds the lock: attach only to a file that is whole
+ * and valid and has room for the replicas, with lock-free claims; the
+ * prune, which needs the lock, is owed (design.md §12.4).
+ */
+static enum attach_result attach_unlocked(int fd, const struct stat *st,
+					  struct rlb_health *h,
+					  const struct rlb_cluster *c,
+					  bool prune, char *why, size_t whylen)
+{
+	struct health_header hdr;
+	char ignored[160];
+	void *map;
+
+	snprintf(why, whylen, "locked by another process");
+	if (st->st_size != (off_t)HEALTH_SIZE || st->st_nlink != 1 ||
+	    pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+	    header_validate(&hdr, ignored, sizeof(ignored)) != 0)
+		return ATTACH_LATER;
+	map = mmap(NULL, HEALTH_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED) {
+		snprintf(why, whylen, "mmap: %s", strerror(errno));
+		return ATTACH_REFUSED;
+	}
+	h->map = map;
+	if (claim_replicas(h, c, 0, c->nreplicas, false) != 0) {
+		snprintf(why, whylen, "locked by another process, and full");
+		return ATTACH_LATER;
+	}
+	atomic_store(&h->prune_owed, prune);
+	return ATTACH_OK;
+}
+
 /*
  * Attach c to its state file in dirfd (path dir): validate or create it,
- * claim the replicas' slots and prune, all under the file lock. Returns
- * NULL after logging a warning if the file cannot be used.
+ * claim the replicas' slots and prune, all under the file lock, which is
+ * waited for until deadline (lock_file()); when another process holds it
+ * longer, attach_unlocked(). The file's path goes into path (PATH_MAX).
+ * Logs why the file is not used (a warning once when refused, info when
+ * it is only busy).
  */
-static struct rlb_health *attach_file(int dirfd, const char *dir,
-				      const struct rlb_cluster *c, bool prune)
+static enum attach_result attach_file(int dirfd, const char *dir,
+				      const struct rlb_cluster *c, bool prune,
+				      int64_t deadline, struct rlb_health **out,
+				      char *path)
 {
-	const size_t size = sizeof(struct health_map);
-	char fname[NAME_MAX + 1], path[PATH_MAX], why[160];
-	struct health_map *map = MAP_FAILED;
+	enum attach_result res = ATTACH_REFUSED;
+	char fname[NAME_MAX + 1], why[160];
 	struct rlb_health *h = NULL;
-	uint64_t *ids;
+	struct health_map *map;
 	struct stat st;
-	int fd = -1;
+	bool locked;
+	int valid;
+	int fd;
 
+	*out = NULL;
 	state_file_name(c->name ? c->name : "", fname, sizeof(fname));
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, fname) >=
-	    sizeof(path)) {
+	if ((size_t)snprintf(path, PATH_MAX, "%s/%s", dir, fname) >= PATH_MAX) {
 		snprintf(why, sizeof(why), "path too long");
-		goto out_warn;
+		goto out_log;
 	}
-	for (int tries = 0; map == MAP_FAILED; tries++) {
+	h = health_new(c->nreplicas);
+	if (!h || !(h->path = strdup(path)) || !(h->dir = strdup(dir))) {
+		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
+		goto out_free;
+	}
+	for (int tries = 0;; tries++) {
 		char aside[NAME_MAX + 64];
-		int valid = 1;
+		const char *problem;
 
 		if (tries == 4) {
 			snprintf(why, sizeof(why), "it keeps being corrupted");
-			goto out_warn;
+			goto out_free;
 		}
-		fd = state_file_open(dirfd, fname, &st, why, sizeof(why));
+		fd = state_file_open(dirfd, fname, deadline, &st, &locked, why,
+				     sizeof(why));
 		if (fd < 0)
-			goto out_warn;
-		if (st.st_size != 0 && st.st_size != (off_t)size) {
-			snprintf(why, sizeof(why), "size %lld, expected %zu",
-				 (long long)st.st_size, size);
-			valid = -1;
-		} else {
-			/* Allocate now: a full tmpfs would SIGBUS a write. */
-			if (fallocate(fd, 0, 0, (off_t)size) != 0 &&
-			    (errno != EOPNOTSUPP ||
-			     ftruncate(fd, (off_t)size) != 0)) {
-				snprintf(why, sizeof(why), "cannot size it: %s",
-					 strerror(errno));
-				goto out_close;
-			}
-			map = mmap(NULL, size, PROT_READ | PROT_WRITE,
-				   MAP_SHARED, fd, 0);
-			if (map == MAP_FAILED) {
-				snprintf(why, sizeof(why), "mmap: %s",
-					 strerror(errno));
-				goto out_close;
-			}
-			valid = header_validate(map, why, sizeof(why));
-			if (valid == 1) {
-				table_clear(map->slots);
-				header_init(map);
-			}
+			goto out_free;
+		if (!locked) {
+			res = attach_unlocked(fd, &st, h, c, prune, why,
+					      sizeof(why));
+			rlb_libc()->close(fd);
+			if (res != ATTACH_OK)
+				goto out_free;
+			goto out_ok;
 		}
+		valid = file_validate(fd, &st, &problem, why, sizeof(why));
 		if (valid >= 0)
 			break;
-		if (map != MAP_FAILED)
-			munmap(map, size);
-		map = MAP_FAILED;
 		snprintf(aside, sizeof(aside), "%s.corrupt-%lld-%ld", fname,
 			 (long long)rlb_now(), (long)getpid());
 		if (renameat(dirfd, fname, dirfd, aside) != 0) {
 			rlb_log(RLB_LOG_WARNING,
-				"state file %s is corrupt "
-				"(%s) and cannot be set aside: %s",
-				path, why, strerror(errno));
-			snprintf(why, sizeof(why), "corrupt");
-			goto out_close;
+				"state file %s %s (%s) and cannot be set "
+				"aside: %s",
+				path, problem, why, strerror(errno));
+			snprintf(why, sizeof(why), "unusable");
+			goto out_unlock;
 		}
 		rlb_log(RLB_LOG_WARNING,
-			"state file %s is corrupt (%s): "
+			"state file %s %s (%s): "
 			"set aside as %s/%s and recreated",
-			path, why, dir, aside);
+			path, problem, why, dir, aside);
 		unlock_close(fd);
-		fd = -1;
 	}
 
-	h = health_new(c->nreplicas);
-	if (!h || !(h->path = strdup(path))) {
-		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
-		goto out_unmap;
+	/* Allocate now: a full tmpfs would SIGBUS a write. */
+	if (fallocate(fd, 0, 0, (off_t)HEALTH_SIZE) != 0 &&
+	    (errno != EOPNOTSUPP || ftruncate(fd, (off_t)HEALTH_SIZE) != 0)) {
+		snprintf(why, sizeof(why), "cannot size it: %s",
+			 strerror(errno));
+		goto out_unlock;
+	}
+	map = mmap(NULL, HEALTH_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED) {
+		snprintf(why, sizeof(why), "mmap: %s", strerror(errno));
+		goto out_unlock;
 	}
 	h->map = map;
-	h->dev = st.st_dev;
-	h->ino = st.st_ino;
+	if (valid == 1) {
+		table_clear(map->slots);
+		header_init(map);
+	}
 	if (claim_locked(h, c, 0, c->nreplicas) != 0) {
 		snprintf(why, sizeof(why), "no room for the replicas");
-		goto out_unmap;
+		goto out_unlock;
 	}
 	if (prune) {
-		ids = sorted_identities(c);
+		uint64_t *ids = sorted_identities(c);
+
 		if (ids)
 			table_prune(map->slots, ids, c->nreplicas);
 		free(ids);
 	}
 	unlock_close(fd);
-	return h;
+out_ok:
+	atomic_store(&h->dev, (uint64_t)st.st_dev);
+	atomic_store(&h->ino, (uint64_t)st.st_ino);
+	atomic_store(&h->mode, HEALTH_SHARED);
+	*out = h;
+	return ATTACH_OK;
 
-out_unmap:
-	if (h)
-		free(h->path);
-	free(h);
-	munmap(map, size);
-out_close:
+out_unlock:
 	unlock_close(fd);
-out_warn:
-	rlb_log(RLB_LOG_WARNING,
-		"state file %s not used (%s): health of "
-		"cluster %s is private to this process",
-		path, why, c->name ? c->name : "");
-	return NULL;
+out_free:
+	rlb_health_detach(h);
+out_log:
+	if (res == ATTACH_LATER)
+		log_once(RLB_LOG_INFO,
+			 "state file %s not used yet (%s): health of cluster "
+			 "%s is private until it can be attached",
+			 path, why, c->name ? c->name : "");
+	else
+		log_once(RLB_LOG_WARNING,
+			 "state file %s not used (%s): health of "
+			 "cluster %s is private to this process",
+			 path, why, c->name ? c->name : "");
+	return res;
 }
 
 /*
  * Private state of c: an anonymous shared mapping (shared with forked
- * children), else heap memory. NULL only when even that fails.
+ * children), else heap memory. With dir and path (the file was busy), the
+ * file is tried again later, prune owed; else it stays private. NULL only
+ * when even that fails.
  */
-static struct rlb_health *attach_private(const struct rlb_cluster *c)
+static struct rlb_health *attach_private(const struct rlb_cluster *c,
+					 const char *dir, const char *path,
+					 bool prune)
 {
 	struct rlb_health *h = health_new(c->nreplicas);
 
 	if (!h)
 		return NULL;
-	h->map = mmap(NULL, sizeof(*h->map), PROT_READ | PROT_WRITE,
+	h->map = mmap(NULL, HEALTH_SIZE, PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (h->map == MAP_FAILED) {
-		h->map = calloc(1, sizeof(*h->map));
+		h->map = calloc(1, HEALTH_SIZE);
 		h->heap = true;
 	}
 	if (!h->map) {
@@ -701,35 +964,39 @@ static struct rlb_health *attach_private(const struct rlb_cluster *c)
 	header_init(h->map);
 	/* Cannot fail: nreplicas <= RLB_MAX_REPLICAS < HEALTH_NSLOTS. */
 	claim_replicas(h, c, 0, c->nreplicas, false);
+	atomic_init(&h->mode, HEALTH_PRIVATE);
+	/* Heap memory cannot be replaced in place by the file's pages. */
+	if (dir && !h->heap && (h->dir = strdup(dir)) &&
+	    (h->path = strdup(path))) {
+		atomic_init(&h->mode, HEALTH_DEFERRED);
+		atomic_init(&h->prune_owed, prune);
+		atomic_init(&h->retry_ms, rlb_monotonic_ms() + HEALTH_RETRY_MS);
+	}
 	return h;
 }
 
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 {
-	char dir[PATH_MAX], why[160];
+	char dir[PATH_MAX], path[PATH_MAX];
+	int64_t deadline = mono_ns() + HEALTH_LOCK_WAIT_NS;
 	int saved = errno;
-	int dirfd = -1;
+	int dirfd;
 
 	if (!cfg)
 		return;
-	if (!state_dir_path(cfg, dir, sizeof(dir)))
-		snprintf(why, sizeof(why), "path too long");
-	else
-		dirfd = state_dir_open(dir, why, sizeof(why));
-	if (dirfd < 0 && cfg->nclusters > 0)
-		rlb_log(RLB_LOG_WARNING,
-			"state directory %s not used (%s): "
-			"health state is private to this process",
-			dir, why);
+	dirfd = state_dir_resolve(cfg, dir, sizeof(dir), cfg->nclusters == 0);
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		struct rlb_cluster *c = &cfg->clusters[i];
+		enum attach_result res = ATTACH_REFUSED;
 		struct rlb_health *h = NULL;
 
 		rlb_health_detach(c->health);
 		if (dirfd >= 0)
-			h = attach_file(dirfd, dir, c, prune);
+			res = attach_file(dirfd, dir, c, prune, deadline, &h,
+					  path);
 		if (!h)
-			h = attach_private(c);
+			h = attach_private(c, res == ATTACH_LATER ? dir : NULL,
+					   path, prune);
 		c->health = h;
 	}
 	if (dirfd >= 0)
@@ -743,15 +1010,218 @@ void rlb_health_detach(struct rlb_health *h)
 		return;
 	if (h->heap)
 		free(h->map);
-	else
-		munmap(h->map, sizeof(*h->map));
+	else if (h->map)
+		munmap(h->map, HEALTH_SIZE);
+	free(h->dir);
 	free(h->path);
 	free(h);
 }
 
 const char *rlb_health_path(const struct rlb_health *h)
 {
-	return h && h->path ? h->path : "(private)";
+	return h && h->path && atomic_load(&h->mode) == HEALTH_SHARED
+		       ? h->path
+		       : "(private)";
+}
+
+/* ------------------------------------------------------------------ */
+/* Damage and locks while attached (design.md §12.9) */
+
+/*
+ * Take h's slow-path flag: false if another thread of this process has
+ * it. A flag inherited through fork() from a thread that no longer exists
+ * here is taken over, and the file attached again, because that thread
+ * may have been half-way through replacing the mapping.
+ */
+static bool busy_enter(struct rlb_health *h)
+{
+	pid_t me = getpid(), cur = 0;
+
+	if (atomic_compare_exchange_strong(&h->busy, &cur, me))
+		return true;
+	if (cur == me || !atomic_compare_exchange_strong(&h->busy, &cur, me))
+		return false;
+	if (h->path && !h->heap) {
+		atomic_store(&h->mode, HEALTH_DEFERRED);
+		atomic_store(&h->retry_ms, 0);
+	}
+	return true;
+}
+
+static void busy_leave(struct rlb_health *h)
+{
+	atomic_store(&h->busy, 0);
+}
+
+/*
+ * Whether the mapped file still covers the whole mapping. A file that
+ * someone cut shorter SIGBUSes the first touch of a page past its end;
+ * MADV_POPULATE_READ of the last page tells with EFAULT instead, with no
+ * signal and no descriptor. Before Linux 5.14, a stat of the path tells,
+ * while the path still names the file (when it does not, nobody can
+ * truncate the file by name).
+ */
+static bool map_whole(struct rlb_health *h)
+{
+	static atomic_bool no_populate;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t last = (HEALTH_SIZE - 1) / page * page;
+	struct stat st;
+
+	if (!atomic_load_explicit(&no_populate, memory_order_relaxed)) {
+		if (madvise((char *)h->map + last, HEALTH_SIZE - last,
+			    MADV_POPULATE_READ) == 0)
+			return true;
+		if (errno == EFAULT)
+			return false;
+		if (errno != EINVAL)
+			return true; /* ENOMEM, EINTR: no verdict */
+		atomic_store(&no_populate, true);
+	}
+	return lstat(h->path, &st) != 0 ||
+	       (uint64_t)st.st_dev != atomic_load(&h->dev) ||
+	       (uint64_t)st.st_ino != atomic_load(&h->ino) ||
+	       st.st_size > (off_t)last;
+}
+
+/*
+ * Whether the path no longer names the mapped file as a whole state file
+ * of one link: removed, replaced, cut, or linked elsewhere meanwhile.
+ */
+static bool file_moved(const struct rlb_health *h)
+{
+	struct stat st;
+
+	if (lstat(h->path, &st) != 0)
+		return errno == ENOENT;
+	return (uint64_t)st.st_dev != atomic_load(&h->dev) ||
+	       (uint64_t)st.st_ino != atomic_load(&h->ino) ||
+	       st.st_nlink != 1 || st.st_size != (off_t)HEALTH_SIZE;
+}
+
+/*
+ * Under the busy flag: put private anonymous memory in place of the
+ * mapped file, whose pages would SIGBUS. False if even that fails.
+ */
+static bool to_private(struct rlb_health *h, const struct rlb_cluster *c)
+{
+	if (mmap(h->map, HEALTH_SIZE, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+		return false;
+	header_init(h->map);
+	claim_replicas(h, c, 0, c->nreplicas, false);
+	atomic_store(&h->mode, HEALTH_DEFERRED);
+	return true;
+}
+
+/*
+ * Under the busy flag: move the file mapping of n (a fresh attach) in
+ * place of h's, and take its slots. Consumes n.
+ */
+static bool adopt(struct rlb_health *h, struct rlb_health *n)
+{
+	if (h->heap ||
+	    mremap(n->map, HEALTH_SIZE, HEALTH_SIZE,
+		   MREMAP_MAYMOVE | MREMAP_FIXED, h->map) == MAP_FAILED) {
+		rlb_health_detach(n);
+		return false;
+	}
+	for (size_t i = 0; i < h->nreplicas; i++)
+		atomic_store(&h->slot[i], atomic_load(&n->slot[i]));
+	atomic_store(&h->dev, atomic_load(&n->dev));
+	atomic_store(&h->ino, atomic_load(&n->ino));
+	atomic_store(&h->prune_owed, atomic_load(&n->prune_owed));
+	atomic_store(&h->mode, HEALTH_SHARED);
+	n->map = NULL;
+	rlb_health_detach(n);
+	return true;
+}
+
+/* Under the busy flag: attach h's file again, without waiting. */
+static void reattach(struct rlb_health *h, const struct rlb_cluster *c,
+		     int64_t now)
+{
+	enum attach_result res = ATTACH_REFUSED;
+	char path[PATH_MAX], why[160];
+	struct rlb_health *n = NULL;
+	int dirfd = state_dir_open(h->dir, why, sizeof(why));
+
+	if (dirfd < 0) {
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not used (%s): health of cluster "
+			 "%s is private to this process",
+			 h->dir, why, c->name ? c->name : "");
+	} else {
+		res = attach_file(dirfd, h->dir, c, atomic_load(&h->prune_owed),
+				  0, &n, path);
+		rlb_libc()->close(dirfd);
+	}
+	if (res == ATTACH_OK && adopt(h, n)) {
+		atomic_store(&h->retry_ms, now + (atomic_load(&h->prune_owed)
+							  ? HEALTH_RETRY_MS
+							  : HEALTH_FOLLOW_MS));
+		return;
+	}
+	if (res == ATTACH_REFUSED && atomic_load(&h->mode) == HEALTH_DEFERRED)
+		atomic_store(&h->mode, HEALTH_PRIVATE);
+	atomic_store(&h->retry_ms,
+		     now + (res == ATTACH_REFUSED ? HEALTH_FOLLOW_MS
+						  : HEALTH_RETRY_MS));
+}
+
+/* health_check() once per tick: the system calls. */
+static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
+		       int64_t now)
+{
+	bool shared = atomic_load(&h->mode) == HEALTH_SHARED;
+	bool whole = !shared || map_whole(h);
+
+	if ((whole && now < atomic_load(&h->retry_ms)) || !busy_enter(h))
+		return;
+	if (shared && !whole && atomic_load(&h->mode) == HEALTH_SHARED) {
+		rlb_log(RLB_LOG_WARNING,
+			"state file %s was truncated while in use: health of "
+			"cluster %s is private until it is attached again",
+			h->path, c->name ? c->name : "");
+		if (to_private(h, c))
+			atomic_store(&h->retry_ms, 0);
+	}
+	if (now >= atomic_load(&h->retry_ms)) {
+		if (atomic_load(&h->mode) != HEALTH_SHARED ||
+		    atomic_load(&h->prune_owed) || file_moved(h))
+			reattach(h, c, now);
+		else
+			atomic_store(&h->retry_ms, now + HEALTH_FOLLOW_MS);
+	}
+	busy_leave(h);
+}
+
+/*
+ * At the start of each operation on c's state (a selection, an add, a
+ * reset, a look by replicalbctl), at most once per tick of the coarse
+ * clock: check that the mapped file is still whole, and attach the file
+ * (again) where that is due. A program that touches the state less often
+ * than once a tick is never hit by a truncation of the file; see
+ * design.md §9 for the others. Keeps errno.
+ */
+static void health_check(const struct rlb_cluster *c)
+{
+	struct rlb_health *h = c->health;
+	int64_t now, last;
+	int saved;
+
+	if (!h || atomic_load_explicit(&h->mode, memory_order_relaxed) ==
+			  HEALTH_PRIVATE)
+		return;
+	now = rlb_monotonic_ms();
+	last = atomic_load_explicit(&h->checked_ms, memory_order_relaxed);
+	if (now == last || !atomic_compare_exchange_strong_explicit(
+				   &h->checked_ms, &last, now,
+				   memory_order_relaxed, memory_order_relaxed))
+		return;
+	saved = errno;
+	check_slow(h, c, now);
+	errno = saved;
 }
 
 /* ------------------------------------------------------------------ */
@@ -759,28 +1229,32 @@ const char *rlb_health_path(const struct rlb_health *h)
 
 /*
  * Find replica i's slot again after another process pruned or rebuilt the
- * table: under the file lock if the file is still the one mapped, else
- * (it was removed or replaced) lock-free. NULL if it cannot be had now.
+ * table: under the file lock if the file is still the one mapped and the
+ * lock is free at once, else lock-free. NULL if it cannot be had now:
+ * then no reclaim of this cluster is tried for HEALTH_RECLAIM_MS.
  */
 static struct health_slot *reclaim(struct rlb_health *h,
 				   const struct rlb_cluster *c, size_t i)
 {
 	const int flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int64_t now = rlb_monotonic_ms();
 	struct health_slot *s = NULL;
 	int saved = errno;
+	bool busy = false;
 	struct stat st;
 	int fd = -1;
 	int rc;
 
-	if (h->path) {
+	if (now < atomic_load_explicit(&h->reclaim_ms, memory_order_relaxed))
+		return NULL;
+	if (atomic_load(&h->mode) == HEALTH_SHARED && (busy = busy_enter(h)))
 		fd = open(h->path, flags);
-		if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != h->dev ||
-				st.st_ino != h->ino)) {
-			rlb_libc()->close(fd);
-			fd = -1;
-		}
-		if (fd >= 0 && lock_file(fd) != 0)
-			goto out_close;
+	if (fd >= 0 && (fstat(fd, &st) != 0 ||
+			(uint64_t)st.st_dev != atomic_load(&h->dev) ||
+			(uint64_t)st.st_ino != atomic_load(&h->ino) ||
+			flock(fd, LOCK_EX | LOCK_NB) != 0)) {
+		rlb_libc()->close(fd);
+		fd = -1;
 	}
 	if (fd >= 0)
 		rc = claim_locked(h, c, i, 1);
@@ -788,9 +1262,12 @@ static struct health_slot *reclaim(struct rlb_health *h,
 		rc = claim_replicas(h, c, i, 1, false);
 	if (rc == 0)
 		s = &h->map->slots[atomic_load(&h->slot[i])];
-out_close:
+	else
+		atomic_store(&h->reclaim_ms, now + HEALTH_RECLAIM_MS);
 	if (fd >= 0)
 		unlock_close(fd);
+	if (busy)
+		busy_leave(h);
 	errno = saved;
 	return s;
 }
@@ -842,6 +1319,7 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 
 	if (!h)
 		return;
+	health_check(c);
 	t = atomic_load(&h->map->hdr.decay_time);
 	if (t == 0) {
 		atomic_compare_exchange_strong(&h->map->hdr.decay_time, &t,
@@ -863,6 +1341,12 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 	}
 }
 
+/* T of c, without the check of health_check(). */
+static int64_t decay_time_of(const struct rlb_cluster *c)
+{
+	return c->health ? atomic_load(&c->health->map->hdr.decay_time) : 0;
+}
+
 /* Value of a counter of replica i, decayed to now when asked. */
 static uint64_t counter(const struct rlb_cluster *c, const _Atomic uint64_t *v,
 			int64_t now, bool decayed)
@@ -870,15 +1354,23 @@ static uint64_t counter(const struct rlb_cluster *c, const _Atomic uint64_t *v,
 	uint64_t e = atomic_load(v);
 
 	if (decayed)
-		e = shift_errors(e,
-				 decay_shift(c, rlb_health_decay_time(c), now));
+		e = shift_errors(e, decay_shift(c, decay_time_of(c), now));
 	return e;
 }
 
+/*
+ * Counts without decay are read within an operation that has checked the
+ * state already (a selection after its decay, a log line after an add);
+ * with decay, from replicalbctl, on their own.
+ */
 uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 			   bool decayed)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	if (decayed)
+		health_check(c);
+	s = slot_of(c, i);
 
 	return s ? counter(c, &s->errors, now, decayed) : 0;
 }
@@ -886,14 +1378,19 @@ uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
 			      int64_t now, bool decayed)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	if (decayed)
+		health_check(c);
+	s = slot_of(c, i);
 
 	return s ? counter(c, &s->slowdowns, now, decayed) : 0;
 }
 
 int64_t rlb_health_decay_time(const struct rlb_cluster *c)
 {
-	return c->health ? atomic_load(&c->health->map->hdr.decay_time) : 0;
+	health_check(c);
+	return decay_time_of(c);
 }
 
 /*
@@ -916,7 +1413,10 @@ static void decay_owed(struct rlb_cluster *c, int64_t now)
 void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 			   int64_t now)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	health_check(c);
+	s = slot_of(c, i);
 
 	if (!s)
 		return;
@@ -928,7 +1428,10 @@ void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
 			      int64_t now)
 {
-	struct health_slot *s = slot_of(c, i);
+	struct health_slot *s;
+
+	health_check(c);
+	s = slot_of(c, i);
 
 	if (!s)
 		return;
@@ -940,6 +1443,7 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 {
 	size_t first = i, last = i;
 
+	health_check(c);
 	if (i == SIZE_MAX) {
 		first = 0;
 		last = c->nreplicas ? c->nreplicas - 1 : 0;
@@ -954,6 +1458,7 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 	}
 }
 
+/* Within a selection, after its decay has checked the state. */
 uint64_t rlb_health_rr_next(struct rlb_cluster *c)
 {
 	if (!c->health)
@@ -966,6 +1471,7 @@ uint64_t rlb_health_rr_peek(const struct rlb_cluster *c)
 {
 	if (!c->health)
 		return 0;
+	health_check(c);
 	return atomic_load_explicit(&c->health->map->hdr.rr_counter,
 				    memory_order_relaxed);
 }
@@ -973,11 +1479,14 @@ uint64_t rlb_health_rr_peek(const struct rlb_cluster *c)
 int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now)
 {
-	uint64_t e = rlb_health_errors(c, i, now, false);
-	uint64_t sd = rlb_health_slowdowns(c, i, now, false);
 	int64_t hl = c->s.half_life;
-	int64_t t = rlb_health_decay_time(c);
-	int64_t total, elapsed, left;
+	int64_t total, elapsed, left, t;
+	uint64_t e, sd;
+
+	health_check(c);
+	e = rlb_health_errors(c, i, now, false);
+	sd = rlb_health_slowdowns(c, i, now, false);
+	t = decay_time_of(c);
 
 	if (sd > e)
 		e = sd; /* recovery of max(errors, slowdowns) */

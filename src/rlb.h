@@ -309,20 +309,25 @@ void rlb_config_files_free(struct rlb_config_files *files);
  * Shared health of one cluster: a memory-mapped state file (or a private
  * anonymous mapping as fallback) holding the decay time T, the
  * round-robin counter and one error counter per replica, keyed by replica
- * identity. All updates are lock-free atomics.
+ * identity. All updates are lock-free atomics. The functions that start an
+ * operation (decay, adds, reset, the peeks) first check, once per clock
+ * tick, that the file is still whole and in place (design.md §12.9).
  */
 
 /*
  * The state directory: REPLICALB_STATE_DIR / state_dir (cfg->state_dir),
- * else $XDG_RUNTIME_DIR/replicalb, else /tmp/replicalb-UID. Writes into
- * buf; returns buf.
+ * else $XDG_RUNTIME_DIR/replicalb, else /tmp/replicalb-UID while it is
+ * missing or ours, else $HOME/.cache/replicalb (design.md §5.8). Writes
+ * into buf; returns buf. Keeps errno.
  */
 const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 				 size_t len);
 /*
  * Attach shared state to every cluster of cfg (sets c->health). With
  * `prune`, state of replicas no longer in the cluster is dropped. Never
- * fails: problems fall back to private state and log one warning.
+ * fails: problems fall back to private state and log one warning. Waits
+ * at most about 1 ms in all for other processes' locks; a file that needs
+ * the lock is attached later, by a selection (design.md §12.4).
  */
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
 void rlb_health_detach(struct rlb_health *h);
