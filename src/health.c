@@ -1387,6 +1387,21 @@ uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
 	return s ? counter(c, &s->slowdowns, now, decayed) : 0;
 }
 
+void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
+		       bool decayed, uint64_t *errors, uint64_t *slowdowns)
+{
+	struct health_slot *s;
+	unsigned k = 0;
+
+	if (decayed) {
+		health_check(c);
+		k = decay_shift(c, decay_time_of(c), now);
+	}
+	s = slot_of(c, i);
+	*errors = s ? shift_errors(atomic_load(&s->errors), k) : 0;
+	*slowdowns = s ? shift_errors(atomic_load(&s->slowdowns), k) : 0;
+}
+
 int64_t rlb_health_decay_time(const struct rlb_cluster *c)
 {
 	health_check(c);

@@ -344,6 +344,12 @@ uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
 			   bool decayed);
 /* T of the cluster (0 if unset). */
 int64_t rlb_health_decay_time(const struct rlb_cluster *c);
+/*
+ * Both counts of replica i from one slot lookup, as rlb_health_errors()
+ * and rlb_health_slowdowns() give them (a selection reads both).
+ */
+void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
+		       bool decayed, uint64_t *errors, uint64_t *slowdowns);
 /* Replica i's slowdown count, as rlb_health_errors() gives errors. */
 uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
 			      int64_t now, bool decayed);

@@ -404,8 +404,8 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
 			c->nreplicas;
 	for (size_t i = 0; i < n; i++) {
-		sel->errors[i] = rlb_health_errors(c, i, now, peek);
-		sel->slowdowns[i] = rlb_health_slowdowns(c, i, now, peek);
+		rlb_health_counts(c, i, now, peek, &sel->errors[i],
+				  &sel->slowdowns[i]);
 		sel->policy_prio[i] = rlb_policy_priority(c, i, rr_last);
 	}
 	if (n > STACK_KEYS) {
