@@ -194,7 +194,7 @@ static bool literal_port(const char *service, uint16_t *port)
 		*port = 0;
 		return true;
 	}
-	len = strlen(service);
+	len = strnlen(service, 10);
 	if (len > 9 || strspn(service, "0123456789") != len)
 		return false;
 	for (size_t i = 0; i < len; i++)

@@ -607,6 +607,8 @@ struct rlb_dns_answer *rlb_dnscache_ask(const char *host, const char *service,
 					bool pinned, bool *fresh);
 /* Drop every cached answer (tests). */
 void rlb_dnscache_flush(void);
+/* What the cached questions and answers take now, in bytes (tests). */
+size_t rlb_dnscache_bytes(void);
 /* Fork handler hooks for the cache's lock (runtime.c). */
 void rlb_dnscache_fork_lock(void);
 void rlb_dnscache_fork_unlock(void);

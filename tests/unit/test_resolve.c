@@ -34,9 +34,48 @@ static int (*real_gai)(const char *, const char *, const struct addrinfo *,
 		       struct addrinfo **);
 static int fake_calls;
 
+#define WIDE_ADDRS 64 /* addresses of wide.test */
+
+/* An answer of WIDE_ADDRS IPv4 addresses, in glibc's layout. */
+static int wide_answer(struct addrinfo **res)
+{
+	struct addrinfo *head = NULL, **tail = &head;
+
+	for (int i = 0; i < WIDE_ADDRS; i++) {
+		struct addrinfo *ai =
+			calloc(1, sizeof(*ai) + sizeof(struct sockaddr_in));
+		struct sockaddr_in *in = (void *)(ai + 1);
+
+		if (!ai) {
+			rlb_libc()->freeaddrinfo(head);
+			return EAI_MEMORY;
+		}
+		in->sin_family = AF_INET;
+		in->sin_addr.s_addr = htonl(0x7f000100 + i);
+		ai->ai_family = AF_INET;
+		ai->ai_socktype = SOCK_STREAM;
+		ai->ai_protocol = IPPROTO_TCP;
+		ai->ai_addrlen = sizeof(*in);
+		ai->ai_addr = (struct sockaddr *)in;
+		*tail = ai;
+		tail = &ai->ai_next;
+	}
+	*res = head;
+	return 0;
+}
+
 static int fake_gai(const char *node, const char *service,
 		    const struct addrinfo *hints, struct addrinfo **res)
 {
+	/* Any service, even one no real service looks like. */
+	if (node && strcmp(node, "svc.test") == 0) {
+		fake_calls++;
+		return real_gai("127.0.0.44", NULL, hints, res);
+	}
+	if (node && strcmp(node, "wide.test") == 0) {
+		fake_calls++;
+		return wide_answer(res);
+	}
 	if (node && strcmp(node, "broken.test") == 0) {
 		fake_calls++;
 		return EAI_AGAIN;
@@ -61,7 +100,9 @@ static const char config_text[] =
 	"  { name = \"dead.cluster\"; replicas = ( \"broken.test\" ); },\n"
 	"  { name = \"lit.cluster\"; replicas = ( \"127.0.0.11\",\n"
 	"    { host = \"six\"; address = \"::1\"; } ); load_balancing = "
-	"\"in_order\"; }\n"
+	"\"in_order\"; },\n"
+	"  { name = \"svc.cluster\"; replicas = ( \"svc.test\" ); },\n"
+	"  { name = \"wide.cluster\"; replicas = ( \"wide.test\" ); }\n"
 	");\n";
 
 static int setup(void **state)
@@ -454,6 +495,98 @@ static void test_resolve_literal_answers_match_libc(void **state)
 	assert_int_equal(combos, 3 * 5 * 3 * 6 * 6);
 }
 
+/* This process's resident set, in KiB. */
+static long rss_kib(void)
+{
+	long pages = -1, resident = -1;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = -1;
+		fclose(f);
+	}
+	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+#define CACHE_MAX_BYTES (4u << 20) /* dnscache.c's bound */
+
+/*
+ * A program that hands untrusted service strings to getaddrinfo for a
+ * replica known by name: 5000 distinct services of 256 KiB each. None is
+ * a service anything real looks like, so none is kept; the cache and the
+ * process stay small (this grew to 2.1 GB, the cache keeping every
+ * string).
+ */
+static void test_resolve_cache_bounded_for_long_services(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "svc.cluster");
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	const size_t len = 256 * 1024;
+	char *service = malloc(len + 1), out[64];
+	long rss0;
+
+	assert_non_null(c);
+	assert_non_null(service);
+	memset(service, 'x', len);
+	service[len] = '\0';
+	rss0 = rss_kib();
+	assert_true(rss0 > 0);
+	for (int i = 0; i < 5000; i++) {
+		char tag[16];
+
+		/* Distinct in the first bytes: each is a new question. */
+		snprintf(tag, sizeof(tag), "%08x", (unsigned)i);
+		memcpy(service, tag, 8);
+		assert_int_equal(
+			rlb_resolve_getaddrinfo(c, service, &hints, &res), 0);
+		list_str(res, out, sizeof(out));
+		assert_string_equal(out, "127.0.0.44:0");
+		rlb_libc()->freeaddrinfo(res);
+		assert_true(rlb_dnscache_bytes() <= CACHE_MAX_BYTES);
+	}
+	/* Never from the cache: each question was asked. */
+	assert_int_equal(fake_calls, 5000);
+	assert_int_equal(rlb_dnscache_bytes(), 0);
+	assert_true(rss_kib() - rss0 < 32 * 1024);
+	free(service);
+}
+
+/*
+ * Plain services but large answers (WIDE_ADDRS addresses each): the
+ * cache keeps them up to its byte bound, not up to its entry bound, and
+ * still answers a repeated question itself.
+ */
+static void test_resolve_cache_bounded_in_bytes(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "wide.cluster");
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	char service[32];
+	size_t most = 0;
+	int n;
+
+	assert_non_null(c);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(service, sizeof(service), "svc-%d", i);
+		assert_int_equal(
+			rlb_resolve_getaddrinfo(c, service, &hints, &res), 0);
+		n = 0;
+		for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+			n++;
+		assert_int_equal(n, WIDE_ADDRS);
+		rlb_libc()->freeaddrinfo(res);
+		assert_true(rlb_dnscache_bytes() <= CACHE_MAX_BYTES);
+		if (rlb_dnscache_bytes() > most)
+			most = rlb_dnscache_bytes();
+	}
+	assert_int_equal(fake_calls, 1000);
+	/* It filled up to near the bound (so the bound was what held). */
+	assert_true(most > CACHE_MAX_BYTES / 2);
+	assert_int_equal(rlb_resolve_getaddrinfo(c, service, &hints, &res), 0);
+	rlb_libc()->freeaddrinfo(res);
+	assert_int_equal(fake_calls, 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -476,6 +609,11 @@ int main(void)
 		cmocka_unit_test_setup(test_resolve_hostent_v6, reset_each),
 		cmocka_unit_test_setup(test_resolve_static_hostent, reset_each),
 		cmocka_unit_test_setup(test_resolve_literal_answers_match_libc,
+				       reset_each),
+		cmocka_unit_test_setup(
+			test_resolve_cache_bounded_for_long_services,
+			reset_each),
+		cmocka_unit_test_setup(test_resolve_cache_bounded_in_bytes,
 				       reset_each),
 	};
 
