@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdalign.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,10 +439,36 @@ out_fail:
 	return last ? last : EAI_NONAME;
 }
 
-/* Round p up to pointer alignment inside buf. */
-static size_t align_ptr(size_t off)
+/* The address bytes (in_addr or in6_addr) of a resolved address. */
+static const void *addr_bytes(const struct rlb_dns_addr *a)
 {
-	return (off + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+	if (a->family == AF_INET6)
+		return &((const struct sockaddr_in6 *)&a->addr)->sin6_addr;
+	return &((const struct sockaddr_in *)&a->addr)->sin_addr;
+}
+
+/*
+ * Keep, in order, the first of each distinct address of family af in
+ * addrs (a hostent has no ports); returns how many are left.
+ */
+static size_t unique_addrs(struct rlb_dns_addr *addrs, size_t n, int af,
+			   size_t alen)
+{
+	size_t nuniq = 0;
+
+	for (size_t j = 0; j < n; j++) {
+		size_t u;
+
+		if (addrs[j].family != af)
+			continue;
+		for (u = 0; u < nuniq; u++)
+			if (memcmp(addr_bytes(&addrs[u]), addr_bytes(&addrs[j]),
+				   alen) == 0)
+				break;
+		if (u == nuniq)
+			addrs[nuniq++] = addrs[j];
+	}
+	return nuniq;
 }
 
 int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
@@ -453,9 +481,9 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0};
 	struct rlb_dns_addr *addrs = NULL;
-	size_t naddrs = 0, nuniq = 0, off, need;
+	size_t naddrs = 0, nuniq, pad, hlen, nlen;
 	const char *hname = NULL;
-	char **aliases, **list;
+	char **aliases, **list, *p;
 	int rc = 0;
 
 	*result = NULL;
@@ -469,6 +497,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	sel = run_selection(c, false, &st, &heap);
 	if (!sel) {
 		*h_errnop = NETDB_INTERNAL;
+		errno = ENOMEM;
 		return ENOMEM;
 	}
 	for (size_t k = 0; k < sel->n; k++) {
@@ -483,45 +512,39 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 					  (struct sockaddr *)&addrs[j].addr,
 					  addrs[j].addrlen);
 	}
-	if (naddrs == 0) {
+	nuniq = unique_addrs(addrs, naddrs, af, alen);
+	if (nuniq == 0) {
 		*h_errnop = HOST_NOT_FOUND;
 		goto out_free;
 	}
-	/* Layout in buf: addresses, name, alias, then the pointer arrays. */
-	need = naddrs * alen + strlen(hname) + 1 + strlen(name) + 1;
-	need = align_ptr(need) + (2 + naddrs + 1) * sizeof(char *);
-	if (need > buflen) {
+	/*
+	 * Layout in buf, as glibc's: from its first pointer-aligned byte
+	 * (the caller's buffer may start anywhere), the address list and
+	 * the aliases, then the addresses (so aligned too), the name and
+	 * the alias.
+	 */
+	pad = (alignof(char *) - (uintptr_t)buf % alignof(char *)) %
+	      alignof(char *);
+	hlen = strlen(hname) + 1;
+	nlen = strlen(name) + 1;
+	if (buflen < pad || buflen - pad < (nuniq + 1 + 2) * sizeof(char *) +
+						   nuniq * alen + hlen + nlen) {
 		*h_errnop = NETDB_INTERNAL;
+		errno = ERANGE;
 		rc = ERANGE;
 		goto out_free;
 	}
-	list = (char **)(buf + align_ptr(naddrs * alen + strlen(hname) + 1 +
-					 strlen(name) + 1));
-	aliases = list + naddrs + 1;
-	for (size_t j = 0; j < naddrs; j++) {
-		const void *src =
-			af == AF_INET6
-				? (const void *)&(
-					  (struct sockaddr_in6 *)&addrs[j].addr)
-					  ->sin6_addr
-				: (const void *)&(
-					  (struct sockaddr_in *)&addrs[j].addr)
-					  ->sin_addr;
-		size_t u;
-
-		for (u = 0; u < nuniq; u++)
-			if (memcmp(list[u], src, alen) == 0)
-				break;
-		if (u < nuniq)
-			continue;
-		list[nuniq] = buf + nuniq * alen;
-		memcpy(list[nuniq++], src, alen);
+	list = (char **)(void *)(buf + pad);
+	aliases = list + nuniq + 1;
+	p = (char *)(aliases + 2);
+	for (size_t j = 0; j < nuniq; j++) {
+		list[j] = memcpy(p, addr_bytes(&addrs[j]), alen);
+		p += alen;
 	}
 	list[nuniq] = NULL;
-	off = naddrs * alen;
-	ret->h_name = strcpy(buf + off, hname);
-	off += strlen(hname) + 1;
-	aliases[0] = strcpy(buf + off, name);
+	ret->h_name = memcpy(p, hname, hlen);
+	p += hlen;
+	aliases[0] = memcpy(p, name, nlen);
 	aliases[1] = NULL;
 	ret->h_aliases = aliases;
 	ret->h_addrtype = af;
@@ -558,7 +581,7 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 						 const char *name, int af)
 {
 	struct hostent *result = NULL;
-	int herr = NETDB_INTERNAL;
+	int herr = NETDB_INTERNAL, saved = errno;
 	size_t len;
 
 	pthread_mutex_lock(&static_lock);
@@ -580,6 +603,9 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 			break;
 	}
 	pthread_mutex_unlock(&static_lock);
+	/* A retry with a larger buffer leaves no ERANGE behind. */
+	if (result)
+		errno = saved;
 	h_errno = herr;
 	return result;
 }

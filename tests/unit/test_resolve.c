@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
+#include <stdalign.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +337,96 @@ static void test_resolve_hostent_erange(void **state)
 	assert_int_equal(herr, NETDB_INTERNAL);
 }
 
+/* Whether p lies in [buf, buf + len). */
+static bool within(const void *p, const char *buf, size_t len)
+{
+	return (const char *)p >= buf && (const char *)p < buf + len;
+}
+
+/*
+ * gethostbyname_r into a buffer at any address, as glibc's: the pointer
+ * arrays pointer-aligned (UBSan: misaligned stores otherwise) and the
+ * addresses aligned for their struct, everything inside [buf, buf +
+ * buflen), and ERANGE exactly below the length that holds the answer at
+ * that address. The buffer ends where its malloc block ends, so ASan
+ * sees any write past buflen.
+ */
+static void test_resolve_hostent_unaligned_buffer(void **state)
+{
+	static const int families[] = {AF_INET, AF_INET6};
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+
+	for (size_t f = 0; f < 2; f++) {
+		int af = families[f];
+		size_t fits[8];
+
+		for (size_t k = 0; k < 8; k++) {
+			fits[k] = 0;
+			for (size_t len = 0; len <= 256 && !fits[k]; len++) {
+				char *block = malloc(k + len + 1), *buf;
+				struct hostent he, *h = &he;
+				int herr = 0, rc;
+
+				assert_non_null(block);
+				buf = block + k;
+				errno = 0;
+				rc = rlb_resolve_gethostbyname(c, "db.cluster",
+							       af, &he, buf,
+							       len, &h, &herr);
+				if (rc == ERANGE) {
+					assert_null(h);
+					assert_int_equal(herr, NETDB_INTERNAL);
+					assert_int_equal(errno, ERANGE);
+					free(block);
+					continue;
+				}
+				assert_int_equal(rc, 0);
+				assert_ptr_equal(h, &he);
+				fits[k] = len;
+				assert_int_equal((uintptr_t)h->h_addr_list %
+							 alignof(char *),
+						 0);
+				assert_int_equal((uintptr_t)h->h_aliases %
+							 alignof(char *),
+						 0);
+				assert_true(within(h->h_addr_list, buf, len));
+				assert_true(within(h->h_aliases, buf, len));
+				assert_true(within(h->h_name, buf, len));
+				assert_string_equal(h->h_aliases[0],
+						    "db.cluster");
+				assert_true(within(h->h_aliases[0], buf, len));
+				assert_null(h->h_aliases[1]);
+				for (char **a = h->h_addr_list; *a; a++) {
+					assert_true(within(*a, buf, len));
+					assert_int_equal(
+						(uintptr_t)*a %
+							(af == AF_INET
+								 ? alignof(struct
+									   in_addr)
+								 : alignof(struct
+									   in6_addr)),
+						0);
+				}
+				if (af == AF_INET) {
+					/* As programs read it. */
+					struct in_addr *a =
+						(struct in_addr *)
+							h->h_addr_list[2];
+
+					assert_int_equal(ntohl(a->s_addr),
+							 0x7f000021);
+					assert_null(h->h_addr_list[3]);
+				}
+				free(block);
+			}
+			assert_true(fits[k] > 0);
+			/* Only the slack to the next pointer boundary grows
+			 * the length needed. */
+			assert_true(fits[k] - fits[0] < alignof(char *));
+		}
+	}
+}
+
 static void test_resolve_hostent_v6(void **state)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
@@ -606,6 +698,8 @@ int main(void)
 				       reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_order, reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_erange, reset_each),
+		cmocka_unit_test_setup(test_resolve_hostent_unaligned_buffer,
+				       reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_v6, reset_each),
 		cmocka_unit_test_setup(test_resolve_static_hostent, reset_each),
 		cmocka_unit_test_setup(test_resolve_literal_answers_match_libc,
