@@ -18,26 +18,34 @@
 #define STACK_SELECTION 64 /* replicas selected without malloc */
 
 /*
- * Whether a failed resolution of host is the replica's fault (design.md §4/§5):
- * the name does not resolve at all, not merely in the family or for the
- * service the caller asked.
+ * Whether a failed resolution of host is the replica's fault (design.md
+ * §5.5): its name resolves in no family at all. Failing only in the
+ * family the caller asked is not (an IPv4-only name has no IPv6 answer,
+ * and with no DNS server in reach the IPv6 question fails with EAI_AGAIN
+ * while /etc/hosts answers the plain one), nor failing only for the
+ * service. Any question but the plain one is checked against the plain
+ * one (AF_UNSPEC, no service), asked through the cache like any other.
  */
 static bool resolution_counts(int rc, const char *host,
 			      const struct addrinfo *q, int64_t ttl_s)
 {
-	struct addrinfo any = {.ai_socktype = SOCK_STREAM};
+	struct addrinfo plain = {.ai_socktype = SOCK_STREAM};
 	struct rlb_dns_answer *e;
 	bool fresh, counts;
 
-	if (rc == EAI_AGAIN || rc == EAI_FAIL)
-		return true;
-	if (rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY)
+	if (rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY &&
+	    rc != EAI_AGAIN && rc != EAI_FAIL)
 		return false;
-	if (q->ai_family == AF_UNSPEC && q->ai_socktype == SOCK_STREAM &&
-	    !(q->ai_flags & AI_NUMERICSERV))
-		return rc == EAI_NONAME;
-	/* Ask the plain question (cached like any other). */
-	e = rlb_dnscache_ask(host, NULL, &any, ttl_s, false, &fresh);
+	if (q->ai_family == AF_UNSPEC) {
+		/* Every family was asked and none was answered. */
+		if (rc == EAI_AGAIN || rc == EAI_FAIL)
+			return true;
+		/* EAI_NONAME can also mean a service that is not a number
+		 * (AI_NUMERICSERV), or families not configured here. */
+		if (!(q->ai_flags & (AI_NUMERICSERV | AI_ADDRCONFIG)))
+			return rc == EAI_NONAME;
+	}
+	e = rlb_dnscache_ask(host, NULL, &plain, ttl_s, false, &fresh);
 	if (!e)
 		return false;
 	counts = e->error == EAI_NONAME || e->error == EAI_AGAIN ||
@@ -488,7 +496,9 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 
 	*result = NULL;
 	if (af != AF_INET && af != AF_INET6) {
-		*h_errnop = NETDB_INTERNAL;
+		/* What glibc's resolver modules answer for any other family. */
+		*h_errnop = NO_DATA;
+		errno = EAFNOSUPPORT;
 		return EAFNOSUPPORT;
 	}
 	q.ai_family = af;

@@ -7,6 +7,9 @@
 #    socket leaves SO_ERROR for the program's other descriptor (a dup, or
 #    the parent's after a fork child closed its copy), exactly as without
 #    the library; the refusal is counted.
+# 2. gethostbyname2_r and gethostbyname2 of a virtual name in a family no
+#    resolver answers (AF_UNIX) fail exactly as glibc's do for a name it
+#    knows: EAFNOSUPPORT, h_errno NO_DATA (not NETDB_INTERNAL).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
 
@@ -17,7 +20,9 @@ write_config <<EOF
 distributed_replica_error_half_life = 3600;
 clusters = (
   { name = "refuse.cluster";
-    replicas = ( "127.0.0.2:$PORT" ); }
+    replicas = ( "127.0.0.2:$PORT" ); },
+  { name = "unix.cluster";
+    replicas = ( "127.0.0.2" ); }
 );
 EOF
 
@@ -74,5 +79,34 @@ for mode in dup fork; do
 		check_le "fork: at most once per process" 2 "$errors"
 	fi
 done
+
+# ---------------------------------------------------------------------
+# 2. gethostbyname2(_r) in AF_UNIX: return value, result, h_errno, errno.
+
+cat >"$T/bad_family.py" <<'EOF'
+import ctypes, socket, sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.__h_errno_location.restype = ctypes.POINTER(ctypes.c_int)
+libc.gethostbyname2.restype = ctypes.c_void_p
+name = sys.argv[1].encode()
+he, res = ctypes.create_string_buffer(64), ctypes.c_void_p(1)
+buf, herr = ctypes.create_string_buffer(1024), ctypes.c_int(99)
+ctypes.set_errno(0)
+rc = libc.gethostbyname2_r(name, socket.AF_UNIX, he, buf, 1024,
+                           ctypes.byref(res), ctypes.byref(herr))
+print("r rc=%d result=%s h_errno=%d errno=%d" %
+      (rc, res.value, herr.value, ctypes.get_errno()))
+ctypes.set_errno(0)
+libc.__h_errno_location()[0] = 99
+h = libc.gethostbyname2(name, socket.AF_UNIX)
+print("nr result=%s h_errno=%d errno=%d" %
+      (h, libc.__h_errno_location()[0], ctypes.get_errno()))
+EOF
+want=$($PY "$T/bad_family.py" localhost 2>&1)
+check_match "AF_UNIX: glibc's answer for localhost" \
+	'^r rc=97 result=None h_errno=4 errno=97$' "$want"
+check_eq "AF_UNIX: a virtual name answers as glibc's" "$want" \
+	"$(preload $PY "$T/bad_family.py" unix.cluster 2>&1)"
 
 finish

@@ -66,9 +66,44 @@ static int wide_answer(struct addrinfo **res)
 	return 0;
 }
 
+/*
+ * Names that fail in some families. The v4-* names have an IPv4 address
+ * only, and their IPv6 question fails as it may with no DNS server in
+ * reach while /etc/hosts knows the name (EAI_AGAIN), or as a resolver
+ * says "no such address" (the others). The gone-* names fail in every
+ * family.
+ */
+static const struct family_failure {
+	const char *name;
+	int v6_error;	  /* answer to an AF_INET6 question */
+	int other_error;  /* to any other question; 0: addr */
+	const char *addr; /* the IPv4 address */
+} family_failures[] = {
+	{"v4-again.test", EAI_AGAIN, 0, "127.0.0.51"},
+	{"v4-noname.test", EAI_NONAME, 0, "127.0.0.52"},
+	{"v4-nodata.test", EAI_NODATA, 0, "127.0.0.53"},
+	{"v4-fail.test", EAI_FAIL, 0, "127.0.0.54"},
+	{"gone-again.test", EAI_AGAIN, EAI_AGAIN, NULL},
+	{"gone-noname.test", EAI_NONAME, EAI_NONAME, NULL},
+};
+
 static int fake_gai(const char *node, const char *service,
 		    const struct addrinfo *hints, struct addrinfo **res)
 {
+	for (size_t i = 0;
+	     node && i < sizeof(family_failures) / sizeof(family_failures[0]);
+	     i++) {
+		const struct family_failure *ff = &family_failures[i];
+
+		if (strcmp(node, ff->name) != 0)
+			continue;
+		fake_calls++;
+		if (hints && hints->ai_family == AF_INET6)
+			return ff->v6_error;
+		if (ff->other_error)
+			return ff->other_error;
+		return real_gai(ff->addr, service, hints, res);
+	}
 	/* Any service, even one no real service looks like. */
 	if (node && strcmp(node, "svc.test") == 0) {
 		fake_calls++;
@@ -104,7 +139,11 @@ static const char config_text[] =
 	"    { host = \"six\"; address = \"::1\"; } ); load_balancing = "
 	"\"in_order\"; },\n"
 	"  { name = \"svc.cluster\"; replicas = ( \"svc.test\" ); },\n"
-	"  { name = \"wide.cluster\"; replicas = ( \"wide.test\" ); }\n"
+	"  { name = \"wide.cluster\"; replicas = ( \"wide.test\" ); },\n"
+	"  { name = \"v4.cluster\"; load_balancing = \"in_order\";\n"
+	"    replicas = ( \"gone-again.test\", \"gone-noname.test\",\n"
+	"      \"v4-again.test\", \"v4-noname.test\", \"v4-nodata.test\",\n"
+	"      \"v4-fail.test\" ); }\n"
 	");\n";
 
 static int setup(void **state)
@@ -587,6 +626,132 @@ static void test_resolve_literal_answers_match_libc(void **state)
 	assert_int_equal(combos, 3 * 5 * 3 * 6 * 6);
 }
 
+/* The error counts of c's replicas in config order, as "1 1 0 0". */
+static void errors_str(struct rlb_cluster *c, char *out, size_t len)
+{
+	out[0] = '\0';
+	for (size_t i = 0; i < c->nreplicas; i++)
+		snprintf(out + strlen(out), len - strlen(out), "%s%llu",
+			 i ? " " : "",
+			 (unsigned long long)rlb_health_errors(c, i, 0, false));
+}
+
+/*
+ * An IPv6 question about replicas that have IPv4 addresses only is not
+ * their fault, however the IPv6 question fails (design.md §5.5): only a
+ * name that resolves in no family at all counts, once. Before, each
+ * EAI_AGAIN (and EAI_FAIL) counted, so in_order ranked the healthy
+ * replicas last.
+ */
+static void test_resolve_family_failure_not_counted(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "v4.cluster");
+	struct addrinfo hints = {.ai_family = AF_INET6,
+				 .ai_socktype = SOCK_STREAM},
+			*res = NULL;
+	struct hostent he, *h;
+	char out[256], buf[1024];
+	int herr, calls;
+
+	assert_non_null(c);
+	/* Twelve questions, each new to the cache (as a program connecting
+	 * to twelve ports asks). No replica has an IPv6 address: each
+	 * answer is the last failure's code. */
+	for (int i = 0; i < 12; i++) {
+		char service[8];
+
+		snprintf(service, sizeof(service), "%d", 9000 + i);
+		assert_int_not_equal(
+			rlb_resolve_getaddrinfo(c, service, &hints, &res), 0);
+	}
+	errors_str(c, out, sizeof(out));
+	/* The last four, the v4-* replicas, are not at fault. */
+	assert_string_equal(strchr(strchr(out, ' ') + 1, ' '), " 0 0 0 0");
+	/* A name that resolves in no family counts once a question. */
+	reset_each(state);
+	assert_int_not_equal(rlb_resolve_getaddrinfo(c, "9000", &hints, &res),
+			     0);
+	assert_int_not_equal(rlb_resolve_getaddrinfo(c, "9000", &hints, &res),
+			     0);
+	errors_str(c, out, sizeof(out));
+	assert_string_equal(out, "1 1 0 0 0 0");
+	/* The IPv4 question: the healthy replicas first, in config order. */
+	hints.ai_family = AF_INET;
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "9000", &hints, &res), 0);
+	list_str(res, out, sizeof(out));
+	assert_string_equal(out, "127.0.0.51:9000 127.0.0.52:9000 "
+				 "127.0.0.53:9000 127.0.0.54:9000");
+	rlb_libc()->freeaddrinfo(res);
+
+	/* gethostbyname2_r asks the same question. */
+	reset_each(state);
+	calls = fake_calls;
+	assert_int_equal(rlb_resolve_gethostbyname(c, "v4.cluster", AF_INET6,
+						   &he, buf, sizeof(buf), &h,
+						   &herr),
+			 0);
+	assert_null(h);
+	assert_int_equal(herr, HOST_NOT_FOUND);
+	errors_str(c, out, sizeof(out));
+	assert_string_equal(out, "1 1 0 0 0 0");
+	/* Each name's two questions, then both from the cache. */
+	assert_int_equal(fake_calls - calls, 12);
+	assert_int_equal(rlb_resolve_gethostbyname(c, "v4.cluster", AF_INET6,
+						   &he, buf, sizeof(buf), &h,
+						   &herr),
+			 0);
+	assert_int_equal(fake_calls - calls, 12);
+}
+
+/*
+ * gethostbyname2_r and gethostbyname2 of a virtual name in a family
+ * they cannot answer: exactly glibc's answer for a name it knows
+ * (result, return value, h_errno, errno).
+ */
+static void test_resolve_hostent_bad_family_as_libc(void **state)
+{
+	static const int families[] = {AF_UNIX, AF_PACKET, 12345};
+	struct rlb_cluster *c = rlb_config_find(cfg, "db.cluster");
+
+	for (size_t f = 0; f < 3; f++) {
+		struct hostent he, *got = &he, *want = &he, *h;
+		char buf[1024];
+		int got_herr = 99, want_herr = 99, got_rc, want_rc, got_errno,
+		    want_errno, got_h_errno;
+
+		errno = 0;
+		want_rc = rlb_libc()->gethostbyname2_r("localhost", families[f],
+						       &he, buf, sizeof(buf),
+						       &want, &want_herr);
+		want_errno = errno;
+		errno = 0;
+		got_rc = rlb_resolve_gethostbyname(c, "db.cluster", families[f],
+						   &he, buf, sizeof(buf), &got,
+						   &got_herr);
+		got_errno = errno;
+		assert_int_equal(got_rc, want_rc);
+		assert_ptr_equal(got, want);
+		assert_int_equal(got_herr, want_herr);
+		assert_int_equal(got_errno, want_errno);
+
+		errno = 0;
+		h_errno = 99;
+		h = rlb_libc()->gethostbyname2("localhost", families[f]);
+		assert_null(h);
+		want_errno = errno;
+		want_herr = h_errno;
+		errno = 0;
+		h_errno = 99;
+		h = rlb_resolve_gethostbyname_static(c, "db.cluster",
+						     families[f]);
+		got_errno = errno;
+		got_h_errno = h_errno;
+		assert_null(h);
+		assert_int_equal(got_h_errno, want_herr);
+		assert_int_equal(got_errno, want_errno);
+	}
+}
+
 /* This process's resident set, in KiB. */
 static long rss_kib(void)
 {
@@ -708,6 +873,10 @@ int main(void)
 			test_resolve_cache_bounded_for_long_services,
 			reset_each),
 		cmocka_unit_test_setup(test_resolve_cache_bounded_in_bytes,
+				       reset_each),
+		cmocka_unit_test_setup(test_resolve_family_failure_not_counted,
+				       reset_each),
+		cmocka_unit_test_setup(test_resolve_hostent_bad_family_as_libc,
 				       reset_each),
 	};
 
