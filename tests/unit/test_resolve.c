@@ -46,12 +46,13 @@ static int wide_answer(struct addrinfo **res)
 	for (int i = 0; i < WIDE_ADDRS; i++) {
 		struct addrinfo *ai =
 			calloc(1, sizeof(*ai) + sizeof(struct sockaddr_in));
-		struct sockaddr_in *in = (void *)(ai + 1);
+		struct sockaddr_in *in;
 
 		if (!ai) {
 			rlb_libc()->freeaddrinfo(head);
 			return EAI_MEMORY;
 		}
+		in = (void *)(ai + 1);
 		in->sin_family = AF_INET;
 		in->sin_addr.s_addr = htonl(0x7f000100 + i);
 		ai->ai_family = AF_INET;
@@ -402,7 +403,8 @@ static void test_resolve_hostent_unaligned_buffer(void **state)
 		for (size_t k = 0; k < 8; k++) {
 			fits[k] = 0;
 			for (size_t len = 0; len <= 256 && !fits[k]; len++) {
-				char *block = malloc(k + len + 1), *buf;
+				size_t size = k + len;
+				char *block = malloc(size ? size : 1), *buf;
 				struct hostent he, *h = &he;
 				int herr = 0, rc;
 
@@ -658,7 +660,7 @@ static void test_resolve_family_failure_not_counted(void **state)
 	 * to twelve ports asks). No replica has an IPv6 address: each
 	 * answer is the last failure's code. */
 	for (int i = 0; i < 12; i++) {
-		char service[8];
+		char service[16];
 
 		snprintf(service, sizeof(service), "%d", 9000 + i);
 		assert_int_not_equal(
