@@ -1,6 +1,6 @@
 #!/bin/bash
 # regressions.sh - defects found in review, each shown with real programs
-# (design.md §5.1, §11.5):
+# (design.md §4.3, §5.1, §11.5):
 #
 # 1. close() must not consume a socket's pending error: after a refused
 #    non-blocking connect to a replica, closing one descriptor of the
