@@ -84,6 +84,16 @@ void rlb_dnscache_flush(void)
 	pthread_mutex_unlock(&cache_lock);
 }
 
+size_t rlb_dnscache_bytes(void)
+{
+	size_t bytes;
+
+	pthread_mutex_lock(&cache_lock);
+	bytes = cache_bytes;
+	pthread_mutex_unlock(&cache_lock);
+	return bytes;
+}
+
 static uint64_t question_hash(const char *host, const char *service,
 			      const struct addrinfo *q)
 {
@@ -207,8 +217,9 @@ struct rlb_dns_answer *rlb_dnscache_ask(const char *host, const char *service,
 					bool pinned, bool *fresh)
 {
 	int64_t now_ms = rlb_monotonic_ms();
-	uint64_t hash = question_hash(host, service, q);
 	bool keep = (pinned || ttl_s > 0) && cacheable_service(service);
+	/* A service never kept is not even read past its first bytes. */
+	uint64_t hash = keep ? question_hash(host, service, q) : 0;
 	struct addrinfo *res = NULL, *ai;
 	struct rlb_dns_answer *a;
 	size_t n = 0;

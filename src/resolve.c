@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdalign.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,26 +18,34 @@
 #define STACK_SELECTION 64 /* replicas selected without malloc */
 
 /*
- * Whether a failed resolution of host is the replica's fault (design.md §4/§5):
- * the name does not resolve at all, not merely in the family or for the
- * service the caller asked.
+ * Whether a failed resolution of host is the replica's fault (design.md
+ * §5.5): its name resolves in no family at all. Failing only in the
+ * family the caller asked is not (an IPv4-only name has no IPv6 answer,
+ * and with no DNS server in reach the IPv6 question fails with EAI_AGAIN
+ * while /etc/hosts answers the plain one), nor failing only for the
+ * service. Any question but the plain one is checked against the plain
+ * one (AF_UNSPEC, no service), asked through the cache like any other.
  */
 static bool resolution_counts(int rc, const char *host,
 			      const struct addrinfo *q, int64_t ttl_s)
 {
-	struct addrinfo any = {.ai_socktype = SOCK_STREAM};
+	struct addrinfo plain = {.ai_socktype = SOCK_STREAM};
 	struct rlb_dns_answer *e;
 	bool fresh, counts;
 
-	if (rc == EAI_AGAIN || rc == EAI_FAIL)
-		return true;
-	if (rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY)
+	if (rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY &&
+	    rc != EAI_AGAIN && rc != EAI_FAIL)
 		return false;
-	if (q->ai_family == AF_UNSPEC && q->ai_socktype == SOCK_STREAM &&
-	    !(q->ai_flags & AI_NUMERICSERV))
-		return rc == EAI_NONAME;
-	/* Ask the plain question (cached like any other). */
-	e = rlb_dnscache_ask(host, NULL, &any, ttl_s, false, &fresh);
+	if (q->ai_family == AF_UNSPEC) {
+		/* Every family was asked and none was answered. */
+		if (rc == EAI_AGAIN || rc == EAI_FAIL)
+			return true;
+		/* EAI_NONAME can also mean a service that is not a number
+		 * (AI_NUMERICSERV), or families not configured here. */
+		if (!(q->ai_flags & (AI_NUMERICSERV | AI_ADDRCONFIG)))
+			return rc == EAI_NONAME;
+	}
+	e = rlb_dnscache_ask(host, NULL, &plain, ttl_s, false, &fresh);
 	if (!e)
 		return false;
 	counts = e->error == EAI_NONAME || e->error == EAI_AGAIN ||
@@ -194,7 +204,7 @@ static bool literal_port(const char *service, uint16_t *port)
 		*port = 0;
 		return true;
 	}
-	len = strlen(service);
+	len = strnlen(service, 10);
 	if (len > 9 || strspn(service, "0123456789") != len)
 		return false;
 	for (size_t i = 0; i < len; i++)
@@ -437,10 +447,36 @@ out_fail:
 	return last ? last : EAI_NONAME;
 }
 
-/* Round p up to pointer alignment inside buf. */
-static size_t align_ptr(size_t off)
+/* The address bytes (in_addr or in6_addr) of a resolved address. */
+static const void *addr_bytes(const struct rlb_dns_addr *a)
 {
-	return (off + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+	if (a->family == AF_INET6)
+		return &((const struct sockaddr_in6 *)&a->addr)->sin6_addr;
+	return &((const struct sockaddr_in *)&a->addr)->sin_addr;
+}
+
+/*
+ * Keep, in order, the first of each distinct address of family af in
+ * addrs (a hostent has no ports); returns how many are left.
+ */
+static size_t unique_addrs(struct rlb_dns_addr *addrs, size_t n, int af,
+			   size_t alen)
+{
+	size_t nuniq = 0;
+
+	for (size_t j = 0; j < n; j++) {
+		size_t u;
+
+		if (addrs[j].family != af)
+			continue;
+		for (u = 0; u < nuniq; u++)
+			if (memcmp(addr_bytes(&addrs[u]), addr_bytes(&addrs[j]),
+				   alen) == 0)
+				break;
+		if (u == nuniq)
+			addrs[nuniq++] = addrs[j];
+	}
+	return nuniq;
 }
 
 int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
@@ -453,14 +489,16 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0};
 	struct rlb_dns_addr *addrs = NULL;
-	size_t naddrs = 0, nuniq = 0, off, need;
+	size_t naddrs = 0, nuniq, pad, hlen, nlen;
 	const char *hname = NULL;
-	char **aliases, **list;
+	char **aliases, **list, *p;
 	int rc = 0;
 
 	*result = NULL;
 	if (af != AF_INET && af != AF_INET6) {
-		*h_errnop = NETDB_INTERNAL;
+		/* What glibc's resolver modules answer for any other family. */
+		*h_errnop = NO_DATA;
+		errno = EAFNOSUPPORT;
 		return EAFNOSUPPORT;
 	}
 	q.ai_family = af;
@@ -469,6 +507,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	sel = run_selection(c, false, &st, &heap);
 	if (!sel) {
 		*h_errnop = NETDB_INTERNAL;
+		errno = ENOMEM;
 		return ENOMEM;
 	}
 	for (size_t k = 0; k < sel->n; k++) {
@@ -483,45 +522,39 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 					  (struct sockaddr *)&addrs[j].addr,
 					  addrs[j].addrlen);
 	}
-	if (naddrs == 0) {
+	nuniq = unique_addrs(addrs, naddrs, af, alen);
+	if (nuniq == 0) {
 		*h_errnop = HOST_NOT_FOUND;
 		goto out_free;
 	}
-	/* Layout in buf: addresses, name, alias, then the pointer arrays. */
-	need = naddrs * alen + strlen(hname) + 1 + strlen(name) + 1;
-	need = align_ptr(need) + (2 + naddrs + 1) * sizeof(char *);
-	if (need > buflen) {
+	/*
+	 * Layout in buf, as glibc's: from its first pointer-aligned byte
+	 * (the caller's buffer may start anywhere), the address list and
+	 * the aliases, then the addresses (so aligned too), the name and
+	 * the alias.
+	 */
+	pad = (alignof(char *) - (uintptr_t)buf % alignof(char *)) %
+	      alignof(char *);
+	hlen = strlen(hname) + 1;
+	nlen = strlen(name) + 1;
+	if (buflen < pad || buflen - pad < (nuniq + 1 + 2) * sizeof(char *) +
+						   nuniq * alen + hlen + nlen) {
 		*h_errnop = NETDB_INTERNAL;
+		errno = ERANGE;
 		rc = ERANGE;
 		goto out_free;
 	}
-	list = (char **)(buf + align_ptr(naddrs * alen + strlen(hname) + 1 +
-					 strlen(name) + 1));
-	aliases = list + naddrs + 1;
-	for (size_t j = 0; j < naddrs; j++) {
-		const void *src =
-			af == AF_INET6
-				? (const void *)&(
-					  (struct sockaddr_in6 *)&addrs[j].addr)
-					  ->sin6_addr
-				: (const void *)&(
-					  (struct sockaddr_in *)&addrs[j].addr)
-					  ->sin_addr;
-		size_t u;
-
-		for (u = 0; u < nuniq; u++)
-			if (memcmp(list[u], src, alen) == 0)
-				break;
-		if (u < nuniq)
-			continue;
-		list[nuniq] = buf + nuniq * alen;
-		memcpy(list[nuniq++], src, alen);
+	list = (char **)(void *)(buf + pad);
+	aliases = list + nuniq + 1;
+	p = (char *)(aliases + 2);
+	for (size_t j = 0; j < nuniq; j++) {
+		list[j] = memcpy(p, addr_bytes(&addrs[j]), alen);
+		p += alen;
 	}
 	list[nuniq] = NULL;
-	off = naddrs * alen;
-	ret->h_name = strcpy(buf + off, hname);
-	off += strlen(hname) + 1;
-	aliases[0] = strcpy(buf + off, name);
+	ret->h_name = memcpy(p, hname, hlen);
+	p += hlen;
+	aliases[0] = memcpy(p, name, nlen);
 	aliases[1] = NULL;
 	ret->h_aliases = aliases;
 	ret->h_addrtype = af;
@@ -558,7 +591,7 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 						 const char *name, int af)
 {
 	struct hostent *result = NULL;
-	int herr = NETDB_INTERNAL;
+	int herr = NETDB_INTERNAL, saved = errno;
 	size_t len;
 
 	pthread_mutex_lock(&static_lock);
@@ -580,6 +613,9 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 			break;
 	}
 	pthread_mutex_unlock(&static_lock);
+	/* A retry with a larger buffer leaves no ERANGE behind. */
+	if (result)
+		errno = saved;
 	h_errno = herr;
 	return result;
 }

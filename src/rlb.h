@@ -561,9 +561,10 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 			    const struct addrinfo *hints,
 			    struct addrinfo **res);
 /*
- * gethostbyname2_r() of a virtual name: fills ret using only buf.
+ * gethostbyname2_r() of a virtual name: fills ret using only buf, which
+ * may start at any address (the pointer arrays are aligned inside it).
  * Returns 0, ERANGE (buffer too small) or another errno value, and sets
- * *result and *h_errnop as glibc does.
+ * *result, *h_errnop and errno as glibc does.
  */
 int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 			      struct hostent *ret, char *buf, size_t buflen,
@@ -621,6 +622,8 @@ struct rlb_dns_answer *rlb_dnscache_ask(const char *host, const char *service,
 					bool pinned, bool *fresh);
 /* Drop every cached answer (tests). */
 void rlb_dnscache_flush(void);
+/* What the cached questions and answers take now, in bytes (tests). */
+size_t rlb_dnscache_bytes(void);
 /* Fork handler hooks for the cache's lock (runtime.c). */
 void rlb_dnscache_fork_lock(void);
 void rlb_dnscache_fork_unlock(void);

@@ -1,10 +1,12 @@
 /* test_runtime.c - the config in force: lookup from the environment, hot
  * reload, a broken edit keeping the last good config, snapshots that stay
- * valid while in use, REPLICALB_DISABLE. */
+ * valid while in use, REPLICALB_DISABLE, resolution from a thread's key
+ * destructors. */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -211,6 +213,79 @@ static void test_runtime_local_hostname_from_config(void **state)
 	assert_non_null(rlb_runtime_fqdn());
 }
 
+/*
+ * A program's pthread key destructor that resolves at thread exit, after
+ * the library's own destructor gave back the thread's cached snapshot
+ * (it runs first: its key is older), and after an edit that the reload
+ * check picks up inside that very call. The reload frees the snapshot
+ * the thread cached; nothing may touch it again (this was a
+ * heap-use-after-free in refresh_thread_cache under ASan).
+ */
+static pthread_key_t program_key;
+static pthread_barrier_t exit_barrier;
+static int policy_at_exit = -1;
+
+/* The policy of rt.cluster now, or -1: no cmocka asserts off the main
+ * thread. */
+static int policy_now(void)
+{
+	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_cluster *c;
+	int p = -1;
+
+	if (!snap)
+		return -1;
+	c = rlb_config_find(snap->cfg, "rt.cluster");
+	if (c)
+		p = (int)c->s.load_balancing;
+	rlb_runtime_release(snap);
+	return p;
+}
+
+static void program_destructor(void *arg)
+{
+	policy_at_exit = policy_now();
+}
+
+static void *resolve_then_exit(void *arg)
+{
+	/* Caches the snapshot in force now, newer than the main thread's. */
+	policy_now();
+	pthread_setspecific(program_key, &program_key);
+	pthread_barrier_wait(&exit_barrier);
+	/* The main thread edits the config and waits out the interval. */
+	pthread_barrier_wait(&exit_barrier);
+	return NULL;
+}
+
+static void test_runtime_resolve_in_key_destructor(void **state)
+{
+	pthread_t t;
+
+	/* Sanitizer reports go to the test's log, not to the pipe. */
+	dup2(saved_stderr, STDERR_FILENO);
+	/* The library's key exists (runtime started); the program's is
+	 * newer, so its destructor runs after the library's. */
+	policy_in_force();
+	assert_int_equal(pthread_key_create(&program_key, program_destructor),
+			 0);
+	assert_int_equal(pthread_barrier_init(&exit_barrier, NULL, 2), 0);
+	/* A reload that only the new thread sees: the main thread does not
+	 * share the snapshot that thread caches. */
+	edit_config("in_order", "");
+	assert_int_equal(pthread_create(&t, NULL, resolve_then_exit, NULL), 0);
+	pthread_barrier_wait(&exit_barrier);
+	edit_config("round_robin", "");
+	pthread_barrier_wait(&exit_barrier);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* The reload happened in the destructor's call. */
+	assert_int_equal(policy_at_exit, RLB_POLICY_ROUND_ROBIN);
+	assert_int_equal(policy_in_force(), RLB_POLICY_ROUND_ROBIN);
+	pthread_barrier_destroy(&exit_barrier);
+	pthread_key_delete(program_key);
+	dup2(err_pipe[1], STDERR_FILENO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -220,6 +295,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_broken_edit_keeps_last_good),
 		cmocka_unit_test(test_runtime_log_target_syslog),
 		cmocka_unit_test(test_runtime_local_hostname_from_config),
+		cmocka_unit_test(test_runtime_resolve_in_key_destructor),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

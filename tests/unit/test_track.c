@@ -234,6 +234,30 @@ static void test_track_nonblocking_refused_seen_at_close(void **state)
 	assert_int_equal(errors(R_REFUSER), 1);
 }
 
+/*
+ * A close of one descriptor of a refused socket leaves SO_ERROR to the
+ * program's other descriptor, as without the library: the close hook
+ * looks at the error without reading it. The refusal counts once.
+ */
+static void test_track_close_leaves_so_error_to_dup(void **state)
+{
+	int fd = tcp_socket(true), fd2, err = 0;
+	socklen_t len = sizeof(err);
+
+	assert_int_equal(track_connect(fd, port_closed), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	wait_writable(fd);
+	fd2 = dup(fd);
+	assert_true(fd2 >= 0);
+	assert_int_equal(rlb_track_close(fd), 0);
+	assert_int_equal(errors(R_REFUSER), 1);
+	assert_int_equal(
+		rlb_track_getsockopt(fd2, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+	assert_int_equal(err, ECONNREFUSED);
+	assert_int_equal(rlb_track_close(fd2), 0);
+	assert_int_equal(errors(R_REFUSER), 1);
+}
+
 static void test_track_pending_closed_early_not_counted(void **state)
 {
 	int fd = tcp_socket(true), err = -1;
@@ -335,6 +359,8 @@ int main(void)
 			test_track_nonblocking_refused_counts_once, handout),
 		cmocka_unit_test_setup(
 			test_track_nonblocking_refused_seen_at_close, handout),
+		cmocka_unit_test_setup(test_track_close_leaves_so_error_to_dup,
+				       handout),
 		cmocka_unit_test_setup(
 			test_track_pending_closed_early_not_counted, handout),
 		cmocka_unit_test_setup(test_track_pending_abandoned_late_counts,
