@@ -33,10 +33,10 @@ clusters = (
     port = $RPORT;
     replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); },
   { name = "decay.cluster";
-    distributed_replica_error_half_life = 1;
+    distributed_replica_error_half_life = 2;
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "decay-lib.cluster";
-    distributed_replica_error_half_life = 1;
+    distributed_replica_error_half_life = 2;
     port = $CPORT;
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "ab1.cluster"; port = $HPORT;
@@ -345,11 +345,12 @@ abandon 4 next 0.1
 abandon 5 next 1.2
 
 # ---------------------------------------------------------------------
-# 4. Decay refinement: with half-life 1 s, an error counted 2.5 s after
-# the last selection is not halved away by the decay owed for those 2.5 s
-# (before the fix the status shows 0 and the replica stays first). The
-# error is counted 50 ms past a whole wall-clock second so that the
-# status read right after it falls in the same second as T.
+# 4. Decay refinement: with half-life 2 s, an error counted 5 s (2.5
+# half-lives) after the last selection is not halved away by the decay
+# owed for those 5 s (before the fix the status shows 0 and the replica
+# stays first). The error is counted 50 ms past a whole wall-clock second
+# so that the status read after it has almost 2 s (one half-life) before
+# any decay is owed again, even on a loaded machine.
 
 cat >"$T/late_error.py" <<'EOF'
 import errno, math, socket, sys, time
@@ -364,7 +365,7 @@ if sys.argv[1] == "sleep":
     sys.exit(0)
 name, port = sys.argv[2], int(sys.argv[3])
 addr = socket.getaddrinfo(name, port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
-sleep_past(2.5)
+sleep_past(5.0)
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 rc = s.connect_ex(addr)
 print(addr[0], errno.errorcode.get(rc, str(rc)))
@@ -376,14 +377,14 @@ timeout 10 env LD_PRELOAD="$RLB_LIB" $PY "$T/late_error.py" connect \
 late=$!
 # replicalbctl's path, meanwhile.
 rlbctl resolve decay.cluster >/dev/null
-$PY "$T/late_error.py" sleep 2.5
+$PY "$T/late_error.py" sleep 5.0
 rlbctl record-error decay.cluster 127.0.0.2 1
 check_eq "decay: record-error 2.5 half-lives after the last selection counts 1" \
 	"1" "$(errs decay.cluster 127.0.0.2)"
 check_eq "decay: the next selection sees it (replica last)" \
 	"127.0.0.3 127.0.0.2" "$(rlbctl resolve decay.cluster)"
 wait "$late"
-check_eq "decay (library): refused connect 2.5 s after getaddrinfo" \
+check_eq "decay (library): refused connect 5 s (2.5 half-lives) after getaddrinfo" \
 	"127.0.0.2 ECONNREFUSED" "$(cat "$T/late.out")"
 check_eq "decay (library): that error counts 1" "1" \
 	"$(errs decay-lib.cluster 127.0.0.2)"
