@@ -83,22 +83,30 @@ static void put_file(const char *path, const char *text)
 		   "write a config file");
 }
 
-/* The value of "VAR=value" lines of env for var, or NULL. */
-static const char *env_value(char *env, const char *var)
+/*
+ * The environment overrides of src from env, lines "VAR=value" (cut
+ * into lines in place; a later line wins; env may be NULL).
+ */
+static void read_env(char *env, struct rlb_config_source *src)
 {
-	size_t len = strlen(var);
+	static const char *const vars[] = {
+		"REPLICALB_LOAD_BALANCING=", "REPLICALB_HOSTNAME=",
+		"REPLICALB_LOG_LEVEL="};
+	const char **dst[] = {&src->env_policy, &src->env_hostname,
+			      &src->env_log_level};
 
-	for (char *line = env; line && *line;) {
-		char *next = strchr(line, '\n');
+	for (char *line = env, *next; line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		for (size_t i = 0; i < sizeof(vars) / sizeof(*vars); i++) {
+			size_t len = strlen(vars[i]);
 
-		if (strncmp(line, var, len) == 0 && line[len] == '=') {
-			if (next)
-				*next = '\0';
-			return line + len + 1;
+			/* Empty is unset, as rlb_env() reads it. */
+			if (strncmp(line, vars[i], len) == 0 && line[len])
+				*dst[i] = line + len;
 		}
-		line = next ? next + 1 : NULL;
 	}
-	return NULL;
 }
 
 /* now + d, saturated: the harness itself must not overflow. */
@@ -182,11 +190,7 @@ static void load_and_select(char *env)
 	struct rlb_diag diag = {0};
 	struct rlb_snapshot *snap;
 
-	if (env) {
-		src.env_policy = env_value(env, "REPLICALB_LOAD_BALANCING");
-		src.env_hostname = env_value(env, "REPLICALB_HOSTNAME");
-		src.env_log_level = env_value(env, "REPLICALB_LOG_LEVEL");
-	}
+	read_env(env, &src);
 	if (rlb_config_load(&src, &cfg, &diag) != 0) {
 		fuzz_check(cfg == NULL, "no config from a failed load");
 		rlb_diag_free(&diag);

@@ -13,9 +13,11 @@
  *   u8  replicas already tried and u8 family of the failed connect
  *       (connect_failover's next address)
  *
- * Results are checked against the contract and freed with glibc's own
- * freeaddrinfo(); buffers are exactly as large as said, so ASan sees any
- * byte written past them and UBSan any misaligned pointer store.
+ * Results are checked against the contract (and, for clusters of IP
+ * literals in a known order, against libc's own answers for the same
+ * literals) and freed with glibc's own freeaddrinfo(); buffers are exactly as
+ * large as said, so ASan sees any byte written past them and UBSan any
+ * misaligned pointer store.
  */
 #include "config.h"
 
@@ -100,50 +102,55 @@ static int fake_getaddrinfo(const char *node, const char *service,
 static char config_text[16384];
 static struct rlb_snapshot *snap;
 
+/* Clusters 0 to 5 (the seeds in seeds.py count on this order). */
+static const char config_head[] =
+	"local_hostname = \"r2.dc1.example\";\n"
+	"clusters = (\n"
+	" { name = \"lit.cluster\"; load_balancing = \"in_order\";\n"
+	"   port = 9000;\n"
+	"   replicas = ( \"10.0.0.1\", \"10.0.0.2:9001\",\n"
+	"     \"[2001:db8::1]:9440\", \"2001:db8::2\",\n"
+	"     \"::ffff:10.0.0.3\" ); },\n"
+	" { name = \"pinned.cluster\"; load_balancing = \"in_order\";\n"
+	"   connect_failover = true;\n"
+	"   replicas = (\n"
+	"     { host = \"r1.dc1.example\";\n"
+	"       address = [ \"192.0.2.1\", \"2001:db8::11\" ]; },\n"
+	"     { host = \"r2.dc1.example\"; address = \"192.0.2.2\";\n"
+	"       port = 5432; priority = 2; },\n"
+	"     { host = \"r3.dc2.example\";\n"
+	"       address = [ \"192.0.2.3\", \"192.0.2.3\" ]; } ); },\n"
+	" { name = \"named.cluster\"; load_balancing = \"nearest_hostname\";\n"
+	"   distributed_replica_max_ignored_errors = 1;\n"
+	"   dns_cache_ttl = 0; connect_failover = true;\n"
+	"   replicas = ( \"a.fake\", \"b.fake:80\", \"six.fake\",\n"
+	"     \"again.fake\", \"missing.fake\", \"10.0.0.9\" ); },\n"
+	" { name = \"dead.cluster.\";\n"
+	"   distributed_replica_error_half_life = 0;\n"
+	"   replicas = ( \"again.fake\", \"fail.fake\",\n"
+	"     \"missing.fake\" ); },\n"
+	" { name = \"big.cluster\"; load_balancing = \"first_or_random\";\n"
+	"   load_balancing_first_offset = 3; port = 1;\n"
+	"   replicas = ( \"a.fake\"";
+static const char config_tail[] =
+	" ); },\n"
+	" { name = \"rr.cluster\"; load_balancing = \"round_robin\";\n"
+	"   replicas = ( \"10.2.0.1\", \"[2001:db8::21]:21\", \"b.fake\" );"
+	" }\n"
+	");\n";
+
 static void make_config(void)
 {
-	size_t off;
+	size_t off = (size_t)snprintf(config_text, sizeof(config_text), "%s",
+				      config_head);
 
-	off = (size_t)snprintf(
-		config_text, sizeof(config_text),
-		"local_hostname = \"r2.dc1.example\";\n"
-		"clusters = (\n"
-		" { name = \"lit.cluster\"; load_balancing = \"in_order\";\n"
-		"   port = 9000;\n"
-		"   replicas = ( \"10.0.0.1\", \"10.0.0.2:9001\",\n"
-		"     \"[2001:db8::1]:9440\", \"2001:db8::2\",\n"
-		"     \"::ffff:10.0.0.3\" ); },\n"
-		" { name = \"pinned.cluster\"; load_balancing = "
-		"\"round_robin\";\n"
-		"   connect_failover = true;\n"
-		"   replicas = (\n"
-		"     { host = \"r1.dc1.example\";\n"
-		"       address = [ \"192.0.2.1\", \"2001:db8::11\" ]; },\n"
-		"     { host = \"r2.dc1.example\"; address = \"192.0.2.2\";\n"
-		"       port = 5432; priority = 2; },\n"
-		"     { host = \"r3.dc2.example\";\n"
-		"       address = [ \"192.0.2.3\", \"192.0.2.3\" ]; } ); },\n"
-		" { name = \"named.cluster\"; load_balancing = "
-		"\"nearest_hostname\";\n"
-		"   distributed_replica_max_ignored_errors = 1;\n"
-		"   dns_cache_ttl = 0; connect_failover = true;\n"
-		"   replicas = ( \"a.fake\", \"b.fake:80\", \"six.fake\",\n"
-		"     \"again.fake\", \"missing.fake\", \"10.0.0.9\" ); },\n"
-		" { name = \"dead.cluster.\"; "
-		"distributed_replica_error_half_life "
-		"= 0;\n"
-		"   replicas = ( \"again.fake\", \"fail.fake\", "
-		"\"missing.fake\" ); },\n"
-		" { name = \"big.cluster\"; load_balancing = "
-		"\"first_or_random\";\n"
-		"   load_balancing_first_offset = 3; port = 1;\n"
-		"   replicas = ( \"a.fake\"");
 	/* More replicas than a selection keeps on the stack (64). */
 	for (int i = 1; i <= 70; i++)
 		off += (size_t)snprintf(config_text + off,
 					sizeof(config_text) - off,
 					", \"10.1.%d.%d\"", i / 8, i);
-	snprintf(config_text + off, sizeof(config_text) - off, " ); }\n);\n");
+	snprintf(config_text + off, sizeof(config_text) - off, "%s",
+		 config_tail);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -226,6 +233,131 @@ static void check_list(const struct addrinfo *res, const struct addrinfo *h)
 	}
 }
 
+/* Whether every replica of c is answered from IP literals. */
+static bool all_literal(const struct rlb_cluster *c)
+{
+	for (size_t i = 0; i < c->nreplicas; i++)
+		if (!c->replicas[i].nliteral)
+			return false;
+	return true;
+}
+
+/* One node as "family/socktype/protocol address port", for messages. */
+static const char *node_str(const struct addrinfo *ai, char *buf, size_t len)
+{
+	char addr[INET6_ADDRSTRLEN] = "?";
+	const struct sockaddr_in *in;
+	const struct sockaddr_in6 *in6;
+	unsigned port = 0;
+
+	if (!ai)
+		return "nothing";
+	in = (const void *)ai->ai_addr;
+	in6 = (const void *)ai->ai_addr;
+	if (ai->ai_family == AF_INET) {
+		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+		port = ntohs(in->sin_port);
+	} else if (ai->ai_family == AF_INET6) {
+		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(buf, len, "%d/%d/%d %s port %u", ai->ai_family,
+		 ai->ai_socktype, ai->ai_protocol, addr, port);
+	return buf;
+}
+
+static bool same_node(const struct addrinfo *a, const struct addrinfo *b)
+{
+	return a->ai_family == b->ai_family &&
+	       a->ai_socktype == b->ai_socktype &&
+	       a->ai_protocol == b->ai_protocol &&
+	       a->ai_addrlen == b->ai_addrlen &&
+	       memcmp(a->ai_addr, b->ai_addr, a->ai_addrlen) == 0;
+}
+
+/*
+ * Check that got starts with libc's answer to (host, sv, q), node by
+ * node; returns the rest of got. Sets *any when libc answered.
+ */
+static const struct addrinfo *expect_libc(const char *host, const char *sv,
+					  const struct addrinfo *q,
+					  const struct addrinfo *got, bool *any)
+{
+	struct addrinfo *want = NULL;
+	char b1[128], b2[128];
+
+	if (real_getaddrinfo(host, sv, q, &want) != 0)
+		return got;
+	for (const struct addrinfo *w = want; w; w = w->ai_next) {
+		if (!got || !same_node(got, w)) {
+			fprintf(stderr,
+				"fuzz: %s (service %s, flags %#x family %d "
+				"socktype %d protocol %d): libc gives %s, the "
+				"library %s\n",
+				host, sv ? sv : "NULL", q->ai_flags,
+				q->ai_family, q->ai_socktype, q->ai_protocol,
+				node_str(w, b1, sizeof(b1)),
+				node_str(got, b2, sizeof(b2)));
+			fuzz_check(0, "literal answers as libc's");
+		}
+		got = got->ai_next;
+		*any = true;
+	}
+	rlb_libc()->freeaddrinfo(want);
+	return got;
+}
+
+/*
+ * For an in_order cluster of IP literals (an order known in advance),
+ * the list must be what libc gives for each replica's literals with its
+ * port or the service, in selection order: the library's own answers
+ * for literals (its fast path) must agree with libc's, whatever the
+ * question.
+ */
+static void compare_with_libc(struct rlb_cluster *c, const char *service,
+			      const struct addrinfo *hints, int rc,
+			      const struct addrinfo *res)
+{
+	struct addrinfo q = {.ai_flags = AI_V4MAPPED | AI_ADDRCONFIG};
+	const struct addrinfo *got = res;
+	struct rlb_selection *sel;
+	bool any = false;
+	char b[128];
+
+	if (c->s.load_balancing != RLB_POLICY_IN_ORDER || !all_literal(c))
+		return;
+	sel = rlb_selection_new(c->nreplicas);
+	if (!sel)
+		return;
+	if (hints) {
+		q.ai_flags = hints->ai_flags & ~AI_CANONNAME;
+		q.ai_family = hints->ai_family;
+		q.ai_socktype = hints->ai_socktype;
+		q.ai_protocol = hints->ai_protocol;
+	}
+	rlb_select(c, true, rlb_now(), sel);
+	for (size_t k = 0; k < sel->n; k++) {
+		const struct rlb_replica *r = &c->replicas[sel->order[k]];
+		const char *sv = service;
+		char port[8];
+
+		if (r->port) {
+			snprintf(port, sizeof(port), "%d", r->port);
+			sv = port;
+		}
+		if (!r->npinned)
+			got = expect_libc(r->host, sv, &q, got, &any);
+		for (size_t a = 0; a < r->npinned; a++)
+			got = expect_libc(r->pinned[a], sv, &q, got, &any);
+	}
+	free(sel);
+	if (got)
+		fprintf(stderr, "fuzz: the library also gives %s\n",
+			node_str(got, b, sizeof(b)));
+	fuzz_check(got == NULL, "no more answers than libc's");
+	fuzz_check(any == (rc == 0), "success exactly when libc answers");
+}
+
 static void do_getaddrinfo(struct rlb_cluster *c, struct fuzz_input *in,
 			   bool null_hints, bool null_service)
 {
@@ -246,6 +378,8 @@ static void do_getaddrinfo(struct rlb_cluster *c, struct fuzz_input *in,
 		return;
 	rc = rlb_resolve_getaddrinfo(c, null_service ? NULL : service,
 				     null_hints ? NULL : &hints, &res);
+	compare_with_libc(c, null_service ? NULL : service,
+			  null_hints ? NULL : &hints, rc, rc == 0 ? res : NULL);
 	if (rc == 0) {
 		check_list(res, null_hints ? NULL : &hints);
 		/* glibc's own: the list must be in its layout. */

@@ -22,6 +22,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 B=${FUZZ_BUILD_DIR:-$top/build/fuzz}
+mkdir -p "$B" && B=$(cd "$B" && pwd) || exit 1
 seconds=${FUZZ_SECONDS:-30}
 clang=${CLANG:-clang}
 all_targets="config resolve state"
@@ -46,7 +47,7 @@ die() { echo "fuzz: $*" >&2; exit 1; }
 config_h_dir()
 {
 	if [ -n "${FUZZ_CONFIG_H_DIR:-}" ] && [ -f "$FUZZ_CONFIG_H_DIR/config.h" ]; then
-		echo "$FUZZ_CONFIG_H_DIR"
+		(cd "$FUZZ_CONFIG_H_DIR" && pwd)
 		return
 	fi
 	# What configure's config.h gives the sources: the GNU extensions.
@@ -72,10 +73,12 @@ compile()
 		[ -z "$h" ] && return 0
 	fi
 	echo "  CC       ${src#"$top"/}"
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086 # $cflags: words on purpose
 	"$clang" $cflags "$@" -c "$src" -o "$obj"
 }
 
+# Flag lists ($cflags, pkg-config's) are split into words on purpose.
+# shellcheck disable=SC2086
 build()
 {
 	local libconfig_cflags libconfig_libs f t objs
@@ -103,7 +106,6 @@ build()
 			for f in $preload; do objs="$objs $B/obj/$f.o"; done
 		fi
 		echo "  CCLD     fuzz_$t"
-		# shellcheck disable=SC2086
 		"$clang" $cflags -fsanitize=fuzzer -o "$B/fuzz_$t" \
 			"$B/obj/fuzz_$t.o" "$B/obj/fuzz.o" $objs \
 			$libconfig_libs -ldl -lpthread || return 1
@@ -142,8 +144,18 @@ run_one()
 	echo "FAIL: fuzz_$t (exit $rc after ${runs:-?} runs); log: $log"
 	grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz:|    #[0-9]+ )|runtime error' "$log" | head -40
 	find "$B/artifacts/$t" -type f -newer "$B/artifacts/$t/.start" \
-		! -name .start | sed 's/^/  crashing input: /'
-	echo "  keep it: cp ARTIFACT $here/crashes/$t/ and commit it"
+		! -name .start | while read -r a; do
+		known=
+		for c in "$here/crashes/$t"/*; do
+			[ -f "$c" ] && cmp -s "$a" "$c" && known=$c
+		done
+		if [ -n "$known" ]; then
+			echo "  still failing: ${known#"$top"/} (committed)"
+		else
+			echo "  crashing input: $a"
+			echo "  keep it: cp $a $here/crashes/$t/NAME and commit it"
+		fi
+	done
 	return 1
 }
 

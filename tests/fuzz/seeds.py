@@ -38,7 +38,7 @@ def write(target, name, data):
 
 
 # ---------------------------------------------------------------- resolve
-# Clusters of fuzz_resolve.c: 0 lit, 1 pinned, 2 named, 3 dead, 4 big.
+# Clusters of fuzz_resolve.c: 0 lit, 1 pinned, 2 named, 3 dead, 4 big, 5 rr.
 # Table choices: family UNSPEC INET INET6 UNIX; socktype 0 STREAM DGRAM RAW
 # SEQPACKET; protocol 0 TCP UDP SCTP; gethostbyname af INET INET6 UNSPEC.
 AI_PASSIVE, AI_CANONNAME, AI_V4MAPPED, AI_ALL = 0x1, 0x2, 0x8, 0x10
@@ -66,6 +66,8 @@ write("resolve", "dead_null_service",
       resolve(3, 0, 2, 0, 0, 0, 0, "", 512, 0, 1))
 write("resolve", "big_null_hints",
       resolve(4, 0, 1, 0, 0, 0, 0, "443", 8192, 0, 0))
+write("resolve", "rr_numericserv",
+      resolve(5, 0, 0, AI_NUMERICSERV, 0, 2, 0, "53", 256, 0, 0))
 write("resolve", "lit_v4mapped_all",
       resolve(0, 1, 0, AI_V4MAPPED | AI_ALL, 2, 1, 0, "65536", 2048, 0, 1))
 
