@@ -4,7 +4,7 @@
 
 RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev \
 libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
-python3 valgrind file procps clang-format"
+python3 valgrind file procps clang-format clang libclang-rt-14-dev"
 
 rlb_ensure_deps()
 {
