@@ -9,7 +9,9 @@
  * overlay of app "fuzz" (absent when the input has no '\f'), the third
  * DIR/part.conf and DIR/apps.d/part.conf for @include, and the fourth
  * holds lines VAR=value for REPLICALB_LOAD_BALANCING, REPLICALB_HOSTNAME
- * and REPLICALB_LOG_LEVEL. The whole input is also parsed as one string.
+ * and REPLICALB_LOG_LEVEL. The whole input is also parsed as one string,
+ * which must give what loading it from the file gives when it has only
+ * the one section.
  * A config that loads is made a snapshot with a private state directory
  * and every cluster runs a few selections, errors and slowdowns.
  */
@@ -178,8 +180,81 @@ static void exercise_cluster(struct rlb_config *cfg, struct rlb_cluster *c)
 	free(sel);
 }
 
-/* Load the files as the library would, then use what loaded. */
-static void load_and_select(char *env)
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* What parsing a text gave: its result, config and messages. */
+struct outcome {
+	int rc;
+	struct rlb_config *cfg; /* on success */
+	struct rlb_diag diag;
+};
+
+/*
+ * Reading a file and parsing its text as a string must agree: the same
+ * result, the same messages, the same model (state_dir aside: the load
+ * takes it from the environment).
+ */
+static void compare_outcomes(const struct outcome *f, const struct outcome *s)
+{
+	const struct rlb_config *a = f->cfg, *b = s->cfg;
+
+	fuzz_check(f->rc == s->rc, "file and string parse alike");
+	fuzz_check(f->diag.n == s->diag.n, "as many messages");
+	for (size_t i = 0; i < f->diag.n; i++)
+		fuzz_check(strcmp(f->diag.msgs[i], s->diag.msgs[i]) == 0,
+			   "the same messages");
+	if (f->rc != 0)
+		return;
+	fuzz_check(a->nclusters == b->nclusters &&
+			   same_str(a->local_hostname, b->local_hostname) &&
+			   a->log_level == b->log_level &&
+			   a->log_target == b->log_target,
+		   "the same top level");
+	for (size_t i = 0; i < a->nclusters; i++) {
+		const struct rlb_cluster *x = &a->clusters[i],
+					 *y = &b->clusters[i];
+
+		fuzz_check(same_str(x->name, y->name) &&
+				   x->name_hash == y->name_hash &&
+				   x->port == y->port &&
+				   x->nreplicas == y->nreplicas &&
+				   same_str(x->local_hostname,
+					    y->local_hostname) &&
+				   x->s.load_balancing == y->s.load_balancing &&
+				   x->s.first_offset == y->s.first_offset &&
+				   x->s.half_life == y->s.half_life &&
+				   x->s.error_cap == y->s.error_cap &&
+				   x->s.max_ignored_errors ==
+					   y->s.max_ignored_errors &&
+				   x->s.dns_cache_ttl == y->s.dns_cache_ttl &&
+				   x->s.connect_timeout_ms ==
+					   y->s.connect_timeout_ms &&
+				   x->s.connect_failover ==
+					   y->s.connect_failover,
+			   "the same cluster");
+		for (size_t j = 0; j < x->nreplicas; j++) {
+			const struct rlb_replica *r = &x->replicas[j],
+						 *q = &y->replicas[j];
+
+			fuzz_check(same_str(r->host, q->host) &&
+					   r->port == q->port &&
+					   r->priority == q->priority &&
+					   r->npinned == q->npinned &&
+					   r->nliteral == q->nliteral &&
+					   r->identity == q->identity,
+				   "the same replica");
+		}
+	}
+}
+
+/*
+ * Load the files as the library would, then use what loaded. str, if
+ * not NULL, is what parsing the main file's text as a string gave.
+ */
+static void load_and_select(char *env, const struct outcome *str)
 {
 	struct rlb_config_source src = {
 		.path = main_path,
@@ -189,14 +264,20 @@ static void load_and_select(char *env)
 	struct rlb_config *cfg = NULL;
 	struct rlb_diag diag = {0};
 	struct rlb_snapshot *snap;
+	int rc;
 
 	read_env(env, &src);
-	if (rlb_config_load(&src, &cfg, &diag) != 0) {
-		fuzz_check(cfg == NULL, "no config from a failed load");
-		rlb_diag_free(&diag);
-		return;
+	rc = rlb_config_load(&src, &cfg, &diag);
+	if (str) {
+		struct outcome file = {rc, cfg, diag};
+
+		compare_outcomes(&file, str);
 	}
 	rlb_diag_free(&diag);
+	if (rc != 0) {
+		fuzz_check(cfg == NULL, "no config from a failed load");
+		return;
+	}
 	fuzz_check(rlb_config_changed(cfg) == false, "unchanged files");
 	snap = rlb_snapshot_new(cfg, NULL, false);
 	if (!snap)
@@ -210,8 +291,8 @@ static void load_and_select(char *env)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = malloc(size + 1), *sec[SECTIONS] = {0};
-	struct rlb_config *cfg = NULL;
-	struct rlb_diag diag = {0};
+	struct outcome str = {0};
+	bool alike;
 
 	if (!text)
 		return 0;
@@ -222,13 +303,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return -1; /* keep out of the corpus */
 	}
 
-	/* The whole input as one string: no files, no @include dir. */
-	if (!strstr(text, "@include")) {
-		if (rlb_config_parse_string(text, "fuzz.conf", &cfg, &diag) ==
-		    0)
-			rlb_config_free(cfg);
-		rlb_diag_free(&diag);
-	}
+	/*
+	 * The whole input as one string (no @include: it would be read
+	 * from the working directory). Without sections it is all the
+	 * main file, which must then load alike.
+	 */
+	alike = !strstr(text, "@include");
+	if (alike)
+		str.rc = rlb_config_parse_string(text, main_path, &str.cfg,
+						 &str.diag);
+	alike = alike && !strchr(text, '\f');
 
 	sec[0] = text;
 	for (int i = 1; i < SECTIONS && sec[i - 1]; i++) {
@@ -240,7 +324,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	put_file(app_path, sec[1]);
 	put_file(part_path, sec[2]);
 	put_file(app_part_path, sec[2]);
-	load_and_select(sec[3]);
+	load_and_select(sec[3], alike ? &str : NULL);
+	rlb_config_free(str.cfg);
+	rlb_diag_free(&str.diag);
 	free(text);
 	return 0;
 }
