@@ -20,11 +20,14 @@
  *         header: u64 decay time T, u64 round-robin counter
  *       where a key is a u8 choice: empty, dropped, raw u64, or the
  *       identity of (u8) replica of the cluster in config A or B
- *   u8  flags: prune on attach
+ *   u8  flags: bit 0 prune on attach; the rest % 5 the state directory
+ *       the config names: the one holding the file, a missing one
+ *       (created), one writable by the group, a symlink to it, a file
  *   ops until the input ends: select, peek, add errors or slowdowns,
  *       decay, reset, queries, a poke into the live file (another
  *       process writing), attach or drop config B (a process with other
- *       replicas, pruning), setting the file aside, re-attaching A;
+ *       replicas, pruning), setting the file aside, re-attaching A,
+ *       sorting keys the input gives (rlb_select_sort(), against qsort);
  *       each with a cluster, a replica and a time chosen from the input.
  */
 #include "config.h"
@@ -55,6 +58,9 @@ static const char *const names[] = {"s.cluster", "zero.cluster", "one.cluster",
 
 static char text_a[8192], text_b[8192];
 static char state_dir[PATH_MAX], aside_dir[PATH_MAX];
+static char top_dir[PATH_MAX];
+/* The state directory configs name this input (see use_state_dir()). */
+static char cfg_state_dir[PATH_MAX];
 static uint8_t template_header[HEADER_SIZE];
 static size_t file_size; /* of a valid state file */
 static size_t slot_size; /* bytes per slot */
@@ -112,7 +118,7 @@ static struct rlb_snapshot *attach(const char *text, bool prune)
 		exit(1);
 	}
 	free(cfg->state_dir);
-	cfg->state_dir = strdup(state_dir);
+	cfg->state_dir = strdup(cfg_state_dir);
 	return rlb_snapshot_new(cfg, NULL, prune);
 }
 
@@ -134,7 +140,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	int fd;
 
 	fuzz_log_setup();
+	snprintf(top_dir, sizeof(top_dir), "%s", top);
 	fuzz_path(state_dir, sizeof(state_dir), top, "state");
+	snprintf(cfg_state_dir, sizeof(cfg_state_dir), "%s", state_dir);
 	fuzz_path(aside_dir, sizeof(aside_dir), top, "aside");
 	if (mkdir(state_dir, 0700) != 0 || mkdir(aside_dir, 0700) != 0) {
 		perror("fuzz_state: mkdir");
@@ -422,9 +430,121 @@ static void set_aside(size_t k)
 	rename(path, aside);
 }
 
+/* Entries of the scratch directory that use_state_dir() makes. */
+static const char *const odd_dirs[] = {"new", "open", "link", "file"};
+
+/*
+ * The state directory the configs of this input name: 0 the one the
+ * file was written to, 1 a missing one (made, parents too), 2 one
+ * writable by the group, 3 a symlink to the real one, 4 a regular file.
+ */
+static void use_state_dir(unsigned how)
+{
+	char path[PATH_MAX];
+
+	if (how == 0) {
+		snprintf(cfg_state_dir, sizeof(cfg_state_dir), "%s", state_dir);
+		return;
+	}
+	fuzz_path(path, sizeof(path), top_dir, odd_dirs[how - 1]);
+	switch (how) {
+	case 1:
+		fuzz_path(cfg_state_dir, sizeof(cfg_state_dir), path,
+			  "sub/dir");
+		return;
+	case 2:
+		fuzz_check(mkdir(path, 0700) == 0 && chmod(path, 0770) == 0,
+			   "a group-writable directory");
+		break;
+	case 3:
+		fuzz_check(symlink(state_dir, path) == 0,
+			   "a directory symlink");
+		break;
+	default:
+		fuzz_check(fuzz_write_file(path, "", 0) == 0, "a file");
+		break;
+	}
+	snprintf(cfg_state_dir, sizeof(cfg_state_dir), "%s", path);
+}
+
+static void remove_odd_dirs(void)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(odd_dirs) / sizeof(*odd_dirs); i++) {
+		fuzz_path(path, sizeof(path), top_dir, odd_dirs[i]);
+		if (unlink(path) != 0 && errno != ENOENT) {
+			fuzz_empty_dir(path);
+			rmdir(path);
+		}
+	}
+}
+
+/* The order of design.md §3, field by field, for qsort(). */
+static int key_cmp(const void *pa, const void *pb)
+{
+	const struct rlb_select_key *a = pa, *b = pb;
+
+#define CMP(f)                                                                 \
+	if (a->f != b->f)                                                      \
+		return a->f < b->f ? -1 : 1;
+	CMP(errors)
+	CMP(slowdowns)
+	CMP(priority)
+	CMP(policy_prio)
+	CMP(random)
+	CMP(index)
+#undef CMP
+	return 0;
+}
+
+/*
+ * Keys from the input, sorted by rlb_select_sort() and by qsort(): the
+ * same sequence. Few distinct values (many ties, the packed radix sort)
+ * or raw ones (extremes, keys too wide to pack).
+ */
+static void sort_keys(struct fuzz_input *in)
+{
+	size_t n = fuzz_u16(in) % 300;
+	bool raw = fuzz_u8(in) & 1;
+	struct rlb_select_key *k = calloc(n + 1, sizeof(*k));
+	struct rlb_select_key *want = calloc(n + 1, sizeof(*k));
+
+	if (!k || !want)
+		goto out_free;
+	for (size_t i = 0; i < n; i++) {
+		if (raw) {
+			k[i].errors = fuzz_u64(in);
+			k[i].slowdowns = fuzz_u64(in);
+			k[i].priority = (int64_t)fuzz_u64(in);
+			k[i].policy_prio = (int64_t)fuzz_u64(in);
+			k[i].random = fuzz_u32(in);
+			k[i].index = fuzz_u32(in);
+		} else {
+			uint8_t a = fuzz_u8(in), b = fuzz_u8(in);
+
+			k[i].errors = a & 3;
+			k[i].slowdowns = a >> 2 & 1;
+			k[i].priority = (a >> 3 & 3) - 1;
+			k[i].policy_prio =
+				b & 0x80 ? INT64_MIN + (b & 7) : b & 7;
+			k[i].random = b >> 3 & 3;
+			k[i].index = a & 0x80 ? (uint32_t)i : a >> 5;
+		}
+	}
+	memcpy(want, k, n * sizeof(*k));
+	qsort(want, n, sizeof(*want), key_cmp);
+	rlb_select_sort(k, n);
+	fuzz_check(memcmp(k, want, n * sizeof(*k)) == 0,
+		   "rlb_select_sort sorts as qsort does");
+out_free:
+	free(k);
+	free(want);
+}
+
 static void operate(struct run *r, struct fuzz_input *in)
 {
-	uint8_t op = fuzz_u8(in) % 12, sel = fuzz_u8(in);
+	uint8_t op = fuzz_u8(in) % 13, sel = fuzz_u8(in);
 	struct rlb_snapshot *snap = (sel & 0x80) && r->b ? r->b : r->a;
 	struct rlb_cluster *c = &snap->cfg->clusters[sel % NCLUSTERS];
 	size_t i = fuzz_u8(in) % c->nreplicas;
@@ -480,6 +600,9 @@ static void operate(struct run *r, struct fuzz_input *in)
 	case 10:
 		rlb_health_attach_all(r->a->cfg, sel & 1);
 		break;
+	case 11:
+		sort_keys(in);
+		break;
 	default:
 		(void)rlb_health_decay_time(c);
 		break;
@@ -507,6 +630,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	write_state(&img, r.file, kind);
 	free(img.bytes);
 	flags = fuzz_u8(&in);
+	use_state_dir((flags >> 1) % 5);
 
 	r.a = attach(text_a, flags & 1);
 	if (r.a) {
@@ -520,5 +644,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rlb_snapshot_put(r.a);
 	fuzz_empty_dir(state_dir);
 	fuzz_empty_dir(aside_dir);
+	remove_odd_dirs();
 	return 0;
 }

@@ -132,7 +132,7 @@ def op(code, cl, rep, time=b"\x00", args=b""):
 
 
 SELECT, PEEK, ERRORS, SLOWDOWNS, DECAY, RESET, QUERY = range(7)
-POKE, TOGGLE_B, ASIDE, REATTACH = 7, 8, 9, 10
+POKE, TOGGLE_B, ASIDE, REATTACH, SORT = 7, 8, 9, 10, 11
 LATER = u8(2) + u16(1)  # a minute later
 
 # What the library writes for s.cluster after some failures: its header,
@@ -160,6 +160,15 @@ write("state", "grown",
 write("state", "foreign_version",
       state(0, 1, 2, 0, [p_bytes(8, u32(1))] + lib_slots,
             ops=op(SELECT, 0, 0)))
+write("state", "bad_slot_count",
+      state(0, 1, 2, 0, [p_bytes(12, u32(4096))], ops=op(SELECT, 0, 0)))
+write("state", "bad_checksum",
+      state(0, 1, 2, 0, [p_bytes(32, u64(12345))], ops=op(SELECT, 0, 0)))
+# The state directory: 1 missing, 2 group-writable, 3 symlink, 4 a file.
+for how, name in ((1, "missing"), (2, "group_writable"), (3, "symlink"),
+                  (4, "file")):
+    write("state", "dir_" + name,
+          state(0, 0, 1, 0, flags=1 | how << 1, ops=everyday))
 write("state", "raw_garbage",
       state(3, 1, 0, 0, raw=b"RLBSTATE\x02\x00\x00\x00\x00\x20\x00\x00",
             ops=op(SELECT, 3, 0)))
@@ -183,3 +192,12 @@ write("state", "other_process",
             op(SELECT, 0, 1) + op(ASIDE, 0, 0) + op(ERRORS, 0, 2,
                                                    args=u8(0)) +
             op(REATTACH, 1, 0) + op(SELECT, 0, 0) + op(TOGGLE_B, 0, 0)))
+
+# Sorting keys: 100 with few distinct values, 70 raw ones.
+compact = b"".join(u8(i * 37) + u8(i * 11) for i in range(100))
+raw_keys = b"".join(u64(i * 0x9E3779B97F4A7C15) + u64(i % 3) +
+                    u64(-i if i % 2 else i) + u64(1 << 63 | i) + u32(i * 7) +
+                    u32(70 - i) for i in range(70))
+write("state", "sort_keys",
+      state(0, 0, 1, 0, ops=op(SORT, 0, 0, args=u16(100) + u8(0) + compact) +
+            op(SORT, 0, 0, args=u16(70) + u8(1) + raw_keys)))
