@@ -17,6 +17,9 @@
 # added to every compile and link (e.g. -fno-sanitize=alignment, with its
 # own FUZZ_BUILD_DIR, to look past a known finding).
 # Exits non-zero when a build or any target fails.
+#
+# One input: build/fuzz/fuzz_TARGET FILE, with FUZZ_LOG=debug for the
+# library's messages; the input formats are described atop each target.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
