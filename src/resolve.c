@@ -323,6 +323,26 @@ static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
 }
 
 /*
+ * Whether an AF_INET question meets an IPv4-mapped IPv6 literal of r:
+ * glibc answers it with the IPv4 address, which the fast path does not
+ * build; the general path asks libc.
+ */
+static bool mapped_for_v4(const struct rlb_replica *r,
+			  const struct literal_question *lq)
+{
+	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+					   0, 0, 0, 0, 0xff, 0xff};
+
+	if (lq->family != AF_INET)
+		return false;
+	for (size_t a = 0; a < r->nliteral; a++)
+		if (r->literal[a].family == AF_INET6 &&
+		    memcmp(r->literal[a].bytes, prefix, sizeof(prefix)) == 0)
+			return true;
+	return false;
+}
+
+/*
  * Append the nodes of literal replica idx for question lq at *tail.
  * Returns 0, EAI_ADDRFAMILY (no address of the family asked) or
  * EAI_MEMORY.
@@ -371,7 +391,7 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0}, *head = NULL, **tail = &head;
 	struct rlb_dns_addr *addrs = NULL;
-	struct literal_question lq;
+	struct literal_question lq = {0};
 	const char *canon = NULL;
 	int rc, last = 0;
 	bool fast;
@@ -395,7 +415,7 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 		const struct rlb_replica *r = &c->replicas[idx];
 		size_t n = 0;
 
-		if (fast && r->nliteral) {
+		if (fast && r->nliteral && !mapped_for_v4(r, &lq)) {
 			rc = literal_nodes(c, idx, &lq, &tail);
 			if (rc == 0 && !canon)
 				canon = r->host;
