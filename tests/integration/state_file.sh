@@ -11,7 +11,13 @@
 rlb_setup
 
 NPROC=5
-ROUNDS=250	# resolutions per process, 20 ms apart: about 5 s
+# Resolutions per process, 200 ms apart: about 8 s. The check for a
+# shrunk file runs at most once per clock tick (design.md §12.9), so a
+# program that touches its state more often than that can still meet a
+# truncation between check and access; this pace keeps that window (tens
+# of microseconds per resolution) from making the test flaky on a loaded
+# machine, while every damage still lands between resolutions.
+ROUNDS=40
 S=$REPLICALB_STATE_DIR/damage.cluster.state
 
 # mono : the monotonic time; ms_since START : milliseconds since then.
@@ -44,7 +50,7 @@ SIZE=$(stat -c %s "$S")
 
 for i in $(seq $NPROC); do
 	(
-		preload $PY "$GAI" -n $ROUNDS -s 0.02 -u -4 damage.cluster 80 \
+		preload $PY "$GAI" -n $ROUNDS -s 0.2 -u -4 damage.cluster 80 \
 			>"$T/out.$i" 2>"$T/err.$i"
 		echo $? >"$T/rc.$i"
 	) &
@@ -59,11 +65,11 @@ lines_at_least()	# N
 			return 1
 	done
 }
-wait_until 30 lines_at_least 10 || fail "programs started"
+wait_until 30 lines_at_least 5 || fail "programs started"
 truncate -s 64 "$S"
-wait_until 30 lines_at_least 60 || fail "programs go on after truncate"
+wait_until 30 lines_at_least 15 || fail "programs go on after truncate"
 : >"$S"
-wait_until 30 lines_at_least 110 || fail "programs go on after : >"
+wait_until 30 lines_at_least 25 || fail "programs go on after : >"
 cp "$T/copy.state" "$S"
 wait
 
