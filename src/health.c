@@ -90,8 +90,10 @@ enum health_mode {
 struct rlb_health {
 	struct health_map *map;	    /* the counters */
 	bool heap;		    /* map came from calloc: mmap failed */
+	bool readonly;		    /* a look that writes nothing (§6) */
 	char *dir;		    /* state directory, or NULL */
 	char *path;		    /* state file in dir, or NULL */
+	char *label;		    /* readonly: rlb_health_path() */
 	_Atomic int mode;	    /* enum health_mode */
 	_Atomic bool prune_owed;    /* attached without the lock: prune later */
 	_Atomic uint64_t dev;	    /* the mapped file, to recognise it */
@@ -208,6 +210,26 @@ static long table_claim(struct health_slot *slots, uint64_t id, bool locked)
 	return -1;
 }
 
+/*
+ * Slot holding id, found along its probe path without claiming anything,
+ * or -1: an absent id reads as zero counts.
+ */
+static long table_find(const struct health_slot *slots, uint64_t id)
+{
+	size_t home = id % HEALTH_NSLOTS;
+
+	for (size_t n = 0; n < HEALTH_NSLOTS; n++) {
+		size_t idx = (home + n) % HEALTH_NSLOTS;
+		uint64_t key = atomic_load(&slots[idx].key);
+
+		if (key == id)
+			return (long)idx;
+		if (key == HEALTH_KEY_EMPTY)
+			return -1;
+	}
+	return -1;
+}
+
 /* Under the file lock: empty every slot. */
 static void table_clear(struct health_slot *slots)
 {
@@ -309,6 +331,8 @@ static int table_rebuild(struct health_slot *slots, const uint64_t *ids,
 static int claim_replicas(struct rlb_health *h, const struct rlb_cluster *c,
 			  size_t first, size_t n, bool locked)
 {
+	if (h->readonly)
+		return -EROFS;
 	for (size_t i = first; i < first + n; i++) {
 		long idx = table_claim(h->map->slots, c->replicas[i].identity,
 				       locked);
@@ -331,6 +355,8 @@ static int claim_locked(struct rlb_health *h, const struct rlb_cluster *c,
 	uint64_t *ids;
 	int rc;
 
+	if (h->readonly)
+		return -EROFS;
 	if (claim_replicas(h, c, first, n, true) == 0)
 		return 0;
 	if (table_rebuild(h->map->slots, NULL, 0) == 0 &&
@@ -1014,14 +1040,189 @@ void rlb_health_detach(struct rlb_health *h)
 		munmap(h->map, HEALTH_SIZE);
 	free(h->dir);
 	free(h->path);
+	free(h->label);
 	free(h);
 }
 
 const char *rlb_health_path(const struct rlb_health *h)
 {
+	if (h && h->readonly)
+		return h->label ? h->label : "(private)";
 	return h && h->path && atomic_load(&h->mode) == HEALTH_SHARED
 		       ? h->path
 		       : "(private)";
+}
+
+/* ------------------------------------------------------------------ */
+/* Read-only looks (replicalbctl status, resolve --peek: design.md §6) */
+
+/*
+ * Put zeroes, read-only, in place of h's pages (or give h its first
+ * ones): T unset, counter 0, no replica's key. False if mmap fails.
+ */
+static bool readonly_zeroes(struct rlb_health *h)
+{
+	void *map = mmap(h->map, HEALTH_SIZE, PROT_READ,
+			 MAP_PRIVATE | MAP_ANONYMOUS | (h->map ? MAP_FIXED : 0),
+			 -1, 0);
+
+	if (map == MAP_FAILED)
+		return false;
+	h->map = map;
+	atomic_store(&h->mode, HEALTH_PRIVATE);
+	return true;
+}
+
+/*
+ * Map c's existing state file fname in dirfd (path) read-only into h,
+ * after the checks attach_file() makes: a regular file of ours, not
+ * writable by others, of one link, the right size and a valid header.
+ * Nothing is created, locked, claimed or set aside. Returns 0, 1 when
+ * there is no file (or only a blank one) to read, -1 when it cannot be
+ * used (logged).
+ */
+static int readonly_map(struct rlb_health *h, int dirfd, const char *fname,
+			const char *path, const struct rlb_cluster *c)
+{
+	const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	const char *problem;
+	char why[160];
+	struct stat st;
+	void *map;
+	int valid;
+	int fd;
+
+	fd = openat(dirfd, fname, flags);
+	if (fd < 0 && errno == ENOENT)
+		return 1;
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "%s",
+			 errno == ELOOP ? "it is a symlink" : strerror(errno));
+		goto out_log;
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, sizeof(why), "not a regular file");
+		goto out_close;
+	}
+	if (owner_problem(&st, why, sizeof(why)))
+		goto out_close;
+	valid = file_validate(fd, &st, &problem, why, sizeof(why));
+	if (valid == 1) {
+		rlb_libc()->close(fd);
+		return 1;
+	}
+	if (valid < 0)
+		goto out_close;
+	map = mmap(NULL, HEALTH_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		snprintf(why, sizeof(why), "mmap: %s", strerror(errno));
+		goto out_close;
+	}
+	rlb_libc()->close(fd);
+	h->map = map;
+	atomic_store(&h->dev, (uint64_t)st.st_dev);
+	atomic_store(&h->ino, (uint64_t)st.st_ino);
+	atomic_store(&h->mode, HEALTH_SHARED);
+	return 0;
+
+out_close:
+	rlb_libc()->close(fd);
+out_log:
+	log_once(RLB_LOG_WARNING,
+		 "state file %s not read (%s): cluster %s shows no state", path,
+		 why, c->name ? c->name : "");
+	return -1;
+}
+
+/*
+ * Read-only health of c in the state directory dir (dirfd, -1 when it
+ * cannot be opened: absent when `absent`): the file mapped read-only, or
+ * zeroes. Its path is the file's, with " (absent)" when there is no file
+ * yet and " (private)" when the file or directory cannot be used. NULL
+ * only on ENOMEM.
+ */
+static struct rlb_health *attach_readonly(int dirfd, const char *dir,
+					  bool absent,
+					  const struct rlb_cluster *c)
+{
+	struct rlb_health *h = health_new(c->nreplicas);
+	char fname[NAME_MAX + 1], path[PATH_MAX];
+	const char *suffix = absent ? " (absent)" : " (private)";
+	int rc = -1;
+
+	if (!h)
+		return NULL;
+	h->readonly = true;
+	atomic_init(&h->mode, HEALTH_PRIVATE);
+	state_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, fname) >=
+	    sizeof(path)) {
+		suffix = NULL; /* "(private)" */
+	} else if (dirfd >= 0) {
+		rc = readonly_map(h, dirfd, fname, path, c);
+		suffix = rc == 0 ? "" : rc == 1 ? " (absent)" : " (private)";
+	}
+	if (suffix && (!(h->path = strdup(path)) ||
+		       asprintf(&h->label, "%s%s", path, suffix) < 0)) {
+		h->label = NULL;
+		goto out_free;
+	}
+	if (rc == 0 || readonly_zeroes(h))
+		return h;
+	h->map = calloc(1, HEALTH_SIZE);
+	h->heap = true;
+	if (h->map)
+		return h;
+out_free:
+	rlb_health_detach(h);
+	return NULL;
+}
+
+void rlb_health_attach_all_readonly(struct rlb_config *cfg)
+{
+	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	char dir[PATH_MAX], why[160];
+	int saved = errno;
+	bool absent = false;
+	struct stat st;
+	int dirfd;
+
+	if (!cfg)
+		return;
+	/* The directory the library would use, neither created nor noted. */
+	rlb_health_state_dir(cfg, dir, sizeof(dir));
+	dirfd = open(dir, flags);
+	if (dirfd < 0) {
+		absent = errno == ENOENT;
+		snprintf(why, sizeof(why), "%s",
+			 errno == ELOOP || errno == ENOTDIR
+				 ? "not a directory or a symlink"
+				 : strerror(errno));
+	} else if (fstat(dirfd, &st) != 0) {
+		snprintf(why, sizeof(why), "%s", strerror(errno));
+		rlb_libc()->close(dirfd);
+		dirfd = -1;
+	} else if (owner_problem(&st, why, sizeof(why))) {
+		rlb_libc()->close(dirfd);
+		dirfd = -1;
+	}
+	if (dirfd < 0 && !absent && cfg->nclusters)
+		log_once(RLB_LOG_WARNING,
+			 "state directory %s not read (%s): no state shown",
+			 dir, why);
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+
+		rlb_health_detach(c->health);
+		c->health = attach_readonly(dirfd, dir, absent, c);
+	}
+	if (dirfd >= 0)
+		rlb_libc()->close(dirfd);
+	errno = saved;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1105,6 +1306,8 @@ static bool file_moved(const struct rlb_health *h)
  */
 static bool to_private(struct rlb_health *h, const struct rlb_cluster *c)
 {
+	if (h->readonly)
+		return false;
 	if (mmap(h->map, HEALTH_SIZE, PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
 		return false;
@@ -1174,8 +1377,15 @@ static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
 		       int64_t now)
 {
 	bool shared = atomic_load(&h->mode) == HEALTH_SHARED;
-	bool whole = !shared || map_whole(h);
+	bool whole;
 
+	if (h->readonly) {
+		/* Zeroes in place of a file cut short: no SIGBUS. */
+		if (shared && !map_whole(h))
+			readonly_zeroes(h);
+		return;
+	}
+	whole = !shared || map_whole(h);
 	if ((whole && now < atomic_load(&h->retry_ms)) || !busy_enter(h))
 		return;
 	if (shared && !whole && atomic_load(&h->mode) == HEALTH_SHARED) {
@@ -1245,7 +1455,8 @@ static struct health_slot *reclaim(struct rlb_health *h,
 	int fd = -1;
 	int rc;
 
-	if (now < atomic_load_explicit(&h->reclaim_ms, memory_order_relaxed))
+	if (h->readonly ||
+	    now < atomic_load_explicit(&h->reclaim_ms, memory_order_relaxed))
 		return NULL;
 	if (atomic_load(&h->mode) == HEALTH_SHARED && (busy = busy_enter(h)))
 		fd = open(h->path, flags);
@@ -1285,6 +1496,11 @@ static struct health_slot *slot_of(const struct rlb_cluster *c, size_t i)
 							memory_order_acquire) ==
 					   c->replicas[i].identity)
 		return &h->map->slots[idx];
+	if (h->readonly) {
+		long found = table_find(h->map->slots, c->replicas[i].identity);
+
+		return found < 0 ? NULL : &h->map->slots[found];
+	}
 	return reclaim(h, c, i);
 }
 
@@ -1317,7 +1533,7 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 	int64_t t;
 	unsigned k;
 
-	if (!h)
+	if (!h || h->readonly)
 		return;
 	health_check(c);
 	t = atomic_load(&h->map->hdr.decay_time);
@@ -1430,6 +1646,8 @@ void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 {
 	struct health_slot *s;
 
+	if (!c->health || c->health->readonly)
+		return;
 	health_check(c);
 	s = slot_of(c, i);
 
@@ -1445,6 +1663,8 @@ void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
 {
 	struct health_slot *s;
 
+	if (!c->health || c->health->readonly)
+		return;
 	health_check(c);
 	s = slot_of(c, i);
 
@@ -1458,6 +1678,8 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 {
 	size_t first = i, last = i;
 
+	if (!c->health || c->health->readonly)
+		return;
 	health_check(c);
 	if (i == SIZE_MAX) {
 		first = 0;
@@ -1478,6 +1700,9 @@ uint64_t rlb_health_rr_next(struct rlb_cluster *c)
 {
 	if (!c->health)
 		return 0;
+	if (c->health->readonly) /* the turn it would take, not taken */
+		return atomic_load_explicit(&c->health->map->hdr.rr_counter,
+					    memory_order_relaxed);
 	return atomic_fetch_add_explicit(&c->health->map->hdr.rr_counter, 1,
 					 memory_order_relaxed);
 }

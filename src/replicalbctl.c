@@ -46,6 +46,7 @@ enum ctl_needs {
 	CTL_NEEDS_NOTHING, /* no config at all */
 	CTL_NEEDS_CONFIG,  /* loaded config, no state files */
 	CTL_NEEDS_RUNTIME, /* prepared: host priorities, shared health */
+	CTL_NEEDS_LOOK,	   /* prepared, health read-only (§6) */
 };
 
 struct ctl_cmd {
@@ -651,7 +652,7 @@ static const struct ctl_cmd commands[] = {
 	{"check", 0, 0, 0, CTL_NEEDS_CONFIG, cmd_check},
 	{"resolve", 1, 1, CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
 	 CTL_NEEDS_RUNTIME, cmd_resolve},
-	{"status", 0, 1, CTL_OPT_JSON, CTL_NEEDS_RUNTIME, cmd_status},
+	{"status", 0, 1, CTL_OPT_JSON, CTL_NEEDS_LOOK, cmd_status},
 	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
 	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
 	{"policies", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_policies},
@@ -832,7 +833,15 @@ int main(int argc, char **argv)
 		/* Our own messages go to the terminal, whatever log_target. */
 		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
 	}
-	if (cmd->needs == CTL_NEEDS_RUNTIME) {
+	if (cmd->needs == CTL_NEEDS_LOOK || (o.given & CTL_OPT_PEEK)) {
+		/* Reading never creates or changes a state file. */
+		snap = rlb_snapshot_new_readonly(cfg, local_fqdn);
+		cfg = NULL;
+		if (!snap) {
+			ctl_error("out of memory");
+			goto out;
+		}
+	} else if (cmd->needs == CTL_NEEDS_RUNTIME) {
 		/* Exactly what the library prepares; never prunes. */
 		snap = rlb_snapshot_new(cfg, local_fqdn, false);
 		cfg = NULL;

@@ -330,8 +330,21 @@ const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
  * the lock is attached later, by a selection (design.md §12.4).
  */
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
+/*
+ * Attach every cluster of cfg for reading only (replicalbctl status and
+ * resolve --peek, design.md §6): an existing, valid state file is mapped
+ * read-only and each replica's slot is looked up, never claimed; nothing
+ * is created or written, no directory either. A replica without a slot
+ * reads as 0 errors and 0 slowdowns; a missing or unusable file or
+ * directory as all zeroes, with T unset. Every update (decay, adds,
+ * reset, rr_next) does nothing on such state; rr_next returns the
+ * counter unchanged. rlb_health_path() gives the file's path, with
+ * " (absent)" when it does not exist yet and " (private)" when it cannot
+ * be used.
+ */
+void rlb_health_attach_all_readonly(struct rlb_config *cfg);
 void rlb_health_detach(struct rlb_health *h);
-/* Path of the state file in use, or "(private)". */
+/* Path of the state file in use, or "(private)" (read-only: see above). */
 const char *rlb_health_path(const struct rlb_health *h);
 
 /* Decay at a selection (design.md §5), mutating the shared counts and T. */
@@ -432,6 +445,13 @@ struct rlb_snapshot {
  */
 struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
 				      const char *(*fqdn)(void), bool prune);
+/*
+ * As rlb_snapshot_new(), with health attached for reading only
+ * (rlb_health_attach_all_readonly()): nothing shared is created or
+ * changed through this snapshot.
+ */
+struct rlb_snapshot *rlb_snapshot_new_readonly(struct rlb_config *cfg,
+					       const char *(*fqdn)(void));
 void rlb_snapshot_get(struct rlb_snapshot *snap);
 /* Drop one reference; the last detaches health and frees everything. */
 void rlb_snapshot_put(struct rlb_snapshot *snap);

@@ -34,8 +34,10 @@ static void unprepare(struct rlb_config *cfg)
 	}
 }
 
-struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
-				      const char *(*fqdn)(void), bool prune)
+/* rlb_snapshot_new(), health attached read-write or read-only. */
+static struct rlb_snapshot *snapshot_new(struct rlb_config *cfg,
+					 const char *(*fqdn)(void), bool prune,
+					 bool readonly)
 {
 	struct rlb_snapshot *snap = calloc(1, sizeof(*snap));
 
@@ -51,7 +53,10 @@ struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
 		if (rlb_policy_precompute(c, local) < 0)
 			goto out_free_snap;
 	}
-	rlb_health_attach_all(cfg, prune);
+	if (readonly)
+		rlb_health_attach_all_readonly(cfg);
+	else
+		rlb_health_attach_all(cfg, prune);
 	snap->cfg = cfg;
 	atomic_init(&snap->refs, 1);
 	return snap;
@@ -63,6 +68,18 @@ out_free_cfg:
 	rlb_config_free(cfg);
 	errno = ENOMEM;
 	return NULL;
+}
+
+struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
+				      const char *(*fqdn)(void), bool prune)
+{
+	return snapshot_new(cfg, fqdn, prune, false);
+}
+
+struct rlb_snapshot *rlb_snapshot_new_readonly(struct rlb_config *cfg,
+					       const char *(*fqdn)(void))
+{
+	return snapshot_new(cfg, fqdn, false, true);
 }
 
 void rlb_snapshot_get(struct rlb_snapshot *snap)

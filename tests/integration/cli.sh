@@ -464,6 +464,93 @@ else
 		"after: $out"
 fi
 
+# Reading never writes (§6): status and resolve --peek create no state
+# directory or file, and leave existing files exactly as they were.
+nostate="$tmp/nostate/sub"
+run env REPLICALB_STATE_DIR="$nostate" "$CTL" -c "$main" status cap.cluster
+want="CLUSTER cap.cluster  policy in_order  state $nostate/cap.cluster.state (absent)"
+if [[ $rc == 0 && $out == "$want"* && ! -e $tmp/nostate ]]; then
+	ok "status against a missing state dir creates nothing"
+else
+	not_ok "status against a missing state dir creates nothing" \
+		"status $rc" "stdout: $out" "stderr: $err" \
+		"$(ls -laR "$tmp/nostate" 2>&1)"
+fi
+run env REPLICALB_STATE_DIR="$nostate" "$CTL" -c "$main" status --json
+if [[ $rc == 0 && $out == *'"errors": 5'* ]]; then
+	not_ok "status --json against a missing state dir shows zeroes" \
+		"stdout: $out"
+elif [[ $rc == 0 && ! -e $tmp/nostate ]]; then
+	ok "status --json against a missing state dir creates nothing"
+else
+	not_ok "status --json against a missing state dir creates nothing" \
+		"status $rc" "stdout: $out" "stderr: $err"
+fi
+run env REPLICALB_STATE_DIR="$nostate" "$CTL" -c "$main" \
+	resolve --peek -n 2 rr.cluster
+if [[ $rc == 0 && $out == $'b c a\nb c a' && ! -e $tmp/nostate ]]; then
+	ok "resolve --peek against a missing state dir creates nothing"
+else
+	not_ok "resolve --peek against a missing state dir creates nothing" \
+		"status $rc" "stdout: $out" "stderr: $err"
+fi
+# A state dir without the cluster's file: no file is made in it.
+printf 'clusters = ({ name = "fresh.cluster"; replicas = ("a", "b"); });\n' \
+	>"$tmp/fresh.conf"
+files_before=$(ls -A "$REPLICALB_STATE_DIR")
+expect "status of a cluster without a state file" 0 \
+	"CLUSTER fresh.cluster  policy random  state $REPLICALB_STATE_DIR/fresh.cluster.state (absent)
+  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S
+  a                             -     1       0         0           0
+  b                             -     1       0         0           0" \
+	ctl -c "$tmp/fresh.conf" status
+run ctl -c "$tmp/fresh.conf" resolve --peek fresh.cluster
+if [[ $rc == 0 && $(ls -A "$REPLICALB_STATE_DIR") == "$files_before" &&
+	! -e $REPLICALB_STATE_DIR/fresh.cluster.state ]]; then
+	ok "status and resolve --peek create no state file"
+else
+	not_ok "status and resolve --peek create no state file" \
+		"before: $files_before" "after: $(ls -A "$REPLICALB_STATE_DIR")"
+fi
+# Existing files: the counts recorded earlier show, bytes and mtime stay.
+rm -rf "$tmp/state.copy"
+cp -a "$REPLICALB_STATE_DIR" "$tmp/state.copy"
+mtimes_before=$(cd "$REPLICALB_STATE_DIR" && stat -c '%n %y %i' -- *)
+sleep 0.02
+# Recovery times count down with the clock: compared without them.
+run ctl -c "$main" status cap.cluster
+want="CLUSTER cap.cluster  policy in_order  state $REPLICALB_STATE_DIR/cap.cluster.state
+  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S
+  x                             -     1       5         0
+  y                             -     1       4         0"
+if [[ $rc == 0 && $(sed -E 's/ +[0-9]+$//' <<<"$out") == "$want" ]]; then
+	ok "status shows the recorded counts"
+else
+	not_ok "status shows the recorded counts" "status $rc" "stdout: $out" \
+		"wanted: $want" "stderr: $err"
+fi
+expect "resolve --peek -v shows the recorded counts" 0 "y x
+  y errors=4 slowdowns=0 priority=1 policy_priority=1 addresses=dns
+  x errors=5 slowdowns=0 priority=1 policy_priority=0 addresses=dns" \
+	ctl -c "$main" resolve --peek -v cap.cluster
+run ctl -c "$main" resolve --peek -n 3 rr.cluster
+peek_rr=$out
+ctl -c "$main" status >/dev/null 2>&1
+ctl -c "$main" status --json >/dev/null 2>&1
+run ctl -c "$main" resolve --peek rr.cluster
+mtimes_after=$(cd "$REPLICALB_STATE_DIR" && stat -c '%n %y %i' -- *)
+if diff -r "$tmp/state.copy" "$REPLICALB_STATE_DIR" >/dev/null &&
+	cmp -s "$tmp/state.copy/cap.cluster.state" \
+		"$REPLICALB_STATE_DIR/cap.cluster.state" &&
+	[[ $mtimes_before == "$mtimes_after" &&
+		$peek_rr == "$out"$'\n'"$out"$'\n'"$out" ]]; then
+	ok "status and resolve --peek leave state files' bytes and mtime"
+else
+	not_ok "status and resolve --peek leave state files' bytes and mtime" \
+		"before: $mtimes_before" "after: $mtimes_after" \
+		"peek: $peek_rr / $out"
+fi
+
 expect "reset of everything" 0 "" ctl -c "$main" reset
 run ctl -c "$main" status --json
 json_reset=$out json_reset_rc=$rc

@@ -1789,6 +1789,156 @@ static void test_health_refused_dir_warned_once(void **state)
 	cfg_free(c1);
 }
 
+/* ------------------------------------------------------------------ */
+/* Read-only attach (replicalbctl status, resolve --peek: design.md §6) */
+
+/* The whole file at path (FILE_SIZE bytes at most), malloc'd, into *len. */
+static char *slurp(const char *path, ssize_t *len)
+{
+	char *buf = malloc(FILE_SIZE + 1);
+	int fd = open(path, O_RDONLY);
+
+	assert_non_null(buf);
+	assert_true(fd >= 0);
+	*len = read(fd, buf, FILE_SIZE + 1);
+	assert_true(*len >= 0);
+	close(fd);
+	return buf;
+}
+
+static struct rlb_config *attach_ro(const char *dir, const char *name,
+				    const char *const *hosts, size_t n)
+{
+	struct rlb_config *cfg = cfg_new(dir, name, hosts, n);
+
+	rlb_health_attach_all_readonly(cfg);
+	assert_non_null(cfg->clusters[0].health);
+	return cfg;
+}
+
+static void test_health_readonly_reads_and_writes_nothing(void **state)
+{
+	static const char *const rw_hosts[] = {"a", "b", "c"};
+	static const char *const ro_hosts[] = {"a", "b", "d"};
+	struct fixture *f = *state;
+	struct rlb_config *rw = attach1(f->state, "db", rw_hosts, 3, false);
+	struct rlb_cluster *w = &rw->clusters[0], *c;
+	struct rlb_config *ro;
+	char path[512], *before, *after;
+	ssize_t nbefore, nafter;
+	uint64_t e, sd;
+	struct stat st0, st1;
+
+	add_errors(w, 0, 5);
+	rlb_health_add_slowdowns(w, 1, 2, 0);
+	rlb_health_decay(w, 1000);
+	rlb_health_rr_next(w);
+	rlb_health_rr_next(w);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	before = slurp(path, &nbefore);
+	assert_int_equal(nbefore, FILE_SIZE);
+	assert_int_equal(stat(path, &st0), 0);
+
+	ro = attach_ro(f->state, "db", ro_hosts, 3);
+	c = &ro->clusters[0];
+	assert_string_equal(rlb_health_path(c->health), path);
+	assert_int_equal(rlb_health_decay_time(c), 1000);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, true), 5);
+	assert_int_equal(rlb_health_slowdowns(c, 1, 1000, true), 2);
+	/* d has no slot in the file, and gets none. */
+	rlb_health_counts(c, 2, 1000, true, &e, &sd);
+	assert_int_equal(e, 0);
+	assert_int_equal(sd, 0);
+	assert_int_equal(rlb_health_recovery_seconds(c, 0, 1000), 180);
+	assert_int_equal(rlb_health_rr_peek(c), 2);
+
+	/* Every update does nothing (the pages are not even writable). */
+	assert_int_equal(rlb_health_rr_next(c), 2);
+	assert_int_equal(rlb_health_rr_next(c), 2);
+	rlb_health_add_errors(c, 0, 7, 1000);
+	rlb_health_add_errors(c, 2, 7, 1000);
+	rlb_health_add_slowdowns(c, 1, 7, 99999);
+	rlb_health_decay(c, 99999);
+	rlb_health_reset(c, SIZE_MAX);
+	rlb_health_reset(c, 0);
+	assert_int_equal(rlb_health_decay_time(c), 1000);
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 5);
+	assert_int_equal(rlb_health_errors(c, 2, 0, false), 0);
+	assert_int_equal(rlb_health_slowdowns(c, 1, 0, false), 2);
+	assert_int_equal(rlb_health_rr_peek(c), 2);
+
+	after = slurp(path, &nafter);
+	assert_int_equal(nafter, nbefore);
+	assert_memory_equal(after, before, (size_t)nbefore);
+	assert_int_equal(stat(path, &st1), 0);
+	assert_int_equal(st1.st_ino, st0.st_ino);
+	assert_int_equal(st1.st_mtim.tv_sec, st0.st_mtim.tv_sec);
+	assert_int_equal(st1.st_mtim.tv_nsec, st0.st_mtim.tv_nsec);
+	assert_int_equal(count_prefix(f->state, "db.state"), 1);
+
+	/* What the library writes meanwhile shows. */
+	add_errors(w, 1, 3);
+	assert_int_equal(rlb_health_errors(c, 1, 1000, true), 3);
+	cfg_free(ro);
+	/* The library's own attach sees its counts, and its turn. */
+	assert_int_equal(rlb_health_errors(w, 0, 0, false), 5);
+	assert_int_equal(rlb_health_rr_next(w), 2);
+	free(before);
+	free(after);
+	cfg_free(rw);
+}
+
+static void test_health_readonly_creates_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *ro;
+	struct rlb_cluster *c;
+	char path[512], want[600];
+	struct stat st;
+
+	/* No directory: nothing is made, everything reads as zero. */
+	ro = attach_ro(f->state, "db", hosts_ab, 2);
+	c = &ro->clusters[0];
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	snprintf(want, sizeof(want), "%s (absent)", path);
+	assert_string_equal(rlb_health_path(c->health), want);
+	assert_int_equal(rlb_health_decay_time(c), 0);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, true), 0);
+	assert_int_equal(rlb_health_rr_next(c), 0);
+	rlb_health_add_errors(c, 0, 3, 1000);
+	rlb_health_decay(c, 1000);
+	assert_int_equal(rlb_health_errors(c, 0, 1000, true), 0);
+	assert_int_equal(rlb_health_decay_time(c), 0);
+	cfg_free(ro);
+	assert_int_equal(lstat(f->state, &st), -1);
+	assert_int_equal(errno, ENOENT);
+
+	/* A directory without the file: no file is made. */
+	assert_int_equal(mkdir(f->state, 0700), 0);
+	ro = attach_ro(f->state, "db", hosts_ab, 2);
+	assert_string_equal(rlb_health_path(ro->clusters[0].health), want);
+	cfg_free(ro);
+	assert_int_equal(count_prefix(f->state, ""), 2); /* . and .. */
+
+	/* A corrupt file is shown as private, neither set aside nor fixed. */
+	write_file(path, "junk", 4, 0600);
+	ro = attach_ro(f->state, "db", hosts_ab, 2);
+	snprintf(want, sizeof(want), "%s (private)", path);
+	assert_string_equal(rlb_health_path(ro->clusters[0].health), want);
+	assert_int_equal(rlb_health_errors(&ro->clusters[0], 0, 0, true), 0);
+	cfg_free(ro);
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt-"), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 4);
+
+	/* A directory writable by others is not read. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(chmod(f->state, 0777), 0);
+	ro = attach_ro(f->state, "db", hosts_ab, 2);
+	assert_string_equal(rlb_health_path(ro->clusters[0].health), want);
+	cfg_free(ro);
+}
+
 static void test_health_unattached_is_harmless(void **state)
 {
 	struct rlb_cluster c = {0};
@@ -1859,6 +2009,8 @@ int main(void)
 		T(test_health_default_dir_squatted_falls_back),
 		T(test_health_refused_dir_warned_once),
 		T(test_health_unattached_is_harmless),
+		T(test_health_readonly_reads_and_writes_nothing),
+		T(test_health_readonly_creates_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
