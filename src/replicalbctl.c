@@ -354,14 +354,43 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
+/*
+ * "state_file" as the path alone, and "state_file_use" saying how it is
+ * used: "shared", "absent" (no file yet: reads as zeros) or "private".
+ */
+static void status_json_state_file(const char *path)
+{
+	static const char *const tags[] = {" (absent)", " (private)"};
+	size_t len = strlen(path);
+	const char *use = "shared";
+	char *bare;
+
+	if (strcmp(path, "(private)") == 0) {
+		use = "private";
+	} else {
+		for (size_t k = 0; k < 2; k++) {
+			size_t t = strlen(tags[k]);
+
+			if (len > t && strcmp(path + len - t, tags[k]) == 0) {
+				len -= t;
+				use = k ? "private" : "absent";
+			}
+		}
+	}
+	fputs(", \"state_file\": ", stdout);
+	bare = strndup(path, len);
+	json_string(bare ? bare : path);
+	free(bare);
+	printf(", \"state_file_use\": \"%s\"", use);
+}
+
 static void status_json_cluster(const struct rlb_cluster *c, int64_t now)
 {
 	fputs("{\"name\": ", stdout);
 	json_string(c->name);
 	fputs(", \"load_balancing\": ", stdout);
 	json_string(rlb_policy_name(c->s.load_balancing));
-	fputs(", \"state_file\": ", stdout);
-	json_string(rlb_health_path(c->health));
+	status_json_state_file(rlb_health_path(c->health));
 	printf(", \"half_life\": %" PRId64 ", \"error_cap\": %" PRId64
 	       ", \"max_ignored_errors\": %" PRId64
 	       ", \"decay_time\": %" PRId64,

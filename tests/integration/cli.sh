@@ -504,6 +504,14 @@ expect "status of a cluster without a state file" 0 \
   a                             -     1       0         0           0
   b                             -     1       0         0           0" \
 	ctl -c "$tmp/fresh.conf" status
+run ctl -c "$tmp/fresh.conf" status --json
+expect_sub='"state_file": "'"$REPLICALB_STATE_DIR"'/fresh.cluster.state", "state_file_use": "absent"'
+if [[ $rc == 0 && $out == *"$expect_sub"* ]]; then
+	ok "status --json: the path alone, and that there is no file yet"
+else
+	not_ok "status --json: the path alone, and that there is no file yet" \
+		"stdout: $out"
+fi
 run ctl -c "$tmp/fresh.conf" resolve --peek fresh.cluster
 if [[ $rc == 0 && $(ls -A "$REPLICALB_STATE_DIR") == "$files_before" &&
 	! -e $REPLICALB_STATE_DIR/fresh.cluster.state ]]; then
