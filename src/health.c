@@ -1641,8 +1641,9 @@ static void decay_owed(struct rlb_cluster *c, int64_t now)
  * being halved away by the next one (design.md §5, the refinement of
  * ClickHouse's decay).
  */
-void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
-			   int64_t now)
+/* Add n to one of replica i's counters, capped at cap, at `now`. */
+static void add_to(struct rlb_cluster *c, size_t i, uint64_t n, int64_t now,
+		   bool slowdowns, uint64_t cap)
 {
 	struct health_slot *s;
 
@@ -1650,28 +1651,23 @@ void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 		return;
 	health_check(c);
 	s = slot_of(c, i);
-
 	if (!s)
 		return;
 	decay_owed(c, now);
-	add_counter(&s->errors, n,
-		    c->s.error_cap > 0 ? (uint64_t)c->s.error_cap : 0);
+	add_counter(slowdowns ? &s->slowdowns : &s->errors, n, cap);
+}
+
+void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
+			   int64_t now)
+{
+	add_to(c, i, n, now, false,
+	       c->s.error_cap > 0 ? (uint64_t)c->s.error_cap : 0);
 }
 
 void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
 			      int64_t now)
 {
-	struct health_slot *s;
-
-	if (!c->health || c->health->readonly)
-		return;
-	health_check(c);
-	s = slot_of(c, i);
-
-	if (!s)
-		return;
-	decay_owed(c, now);
-	add_counter(&s->slowdowns, n, UINT64_MAX);
+	add_to(c, i, n, now, true, UINT64_MAX);
 }
 
 void rlb_health_reset(struct rlb_cluster *c, size_t i)
