@@ -25,6 +25,7 @@
 static char tmpdir[] = "/tmp/rlb-test-track-XXXXXX";
 static int port_closed, port_full, port_ok, port_other;
 static int listen_full = -1, listen_ok = -1;
+static int bound_closed = -1, bound_other = -1;
 static int fillers[4] = {-1, -1, -1, -1};
 static struct rlb_snapshot *snap;
 static struct rlb_cluster *cluster;
@@ -73,15 +74,16 @@ static int fill_backlog(void)
 static int setup(void **state)
 {
 	char path[256], text[1024];
-	int fd;
 	FILE *f;
 
 	if (!mkdtemp(tmpdir))
 		return -1;
-	fd = bound_socket(&port_closed);
-	close(fd);
-	fd = bound_socket(&port_other);
-	close(fd);
+	/* Bound and never listening: connects are refused, and the ports
+	 * stay ours (closed at once, two could come back as one). */
+	bound_closed = bound_socket(&port_closed);
+	bound_other = bound_socket(&port_other);
+	if (bound_closed < 0 || bound_other < 0)
+		return -1;
 	listen_full = bound_socket(&port_full);
 	listen_ok = bound_socket(&port_ok);
 	if (listen_full < 0 || listen_ok < 0 || listen(listen_full, 0) ||
@@ -121,6 +123,8 @@ static int teardown(void **state)
 			close(fillers[i]);
 	close(listen_full);
 	close(listen_ok);
+	close(bound_closed);
+	close(bound_other);
 	rlb_runtime_release(snap);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
