@@ -47,6 +47,8 @@ clusters = (
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "ab4.cluster"; port = $HPORT;
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
+  { name = "ab6.cluster"; port = $HPORT;
+    replicas = ( { host = "both"; address = [ "127.0.0.2", "127.0.0.3" ]; } ); },
   { name = "ab5.cluster"; port = $HPORT;
     replicas = ( "127.0.0.2", "127.0.0.3" ); }
 );
@@ -343,6 +345,7 @@ abandon 2 exit 1.2
 abandon 3 exit 0.1
 abandon 4 next 0.1
 abandon 5 next 1.2
+abandon 6 next 0.1
 
 # ---------------------------------------------------------------------
 # 4. Decay refinement: with half-life 2 s, an error counted 5 s (2.5
@@ -425,6 +428,15 @@ check_eq "raw close after 1.2 s, then the next replica" \
 	"$(cat "$T/ab5.out")"
 check_eq "raw close after 1.2 s, then the next replica: one error, found at connect" \
 	"1 0" "$(cluster_errors ab5.cluster)"
+
+# A happy-eyeballs race between two addresses of one replica: the
+# address given up for the other is not a slowdown, nor an error.
+check_eq "raw close after 0.1 s, then the same replica's other address" \
+	"$(printf 'connect 127.0.0.2 EINPROGRESS\nnext 127.0.0.3 replica=r3')" \
+	"$(cat "$T/ab6.out")"
+check_eq "one replica's two addresses: no error" "0" "$(errs ab6.cluster both)"
+check_eq "one replica's two addresses: no slowdown" "0" \
+	"$(slowdowns ab6.cluster both)"
 
 check_eq "raw close cases: nothing on stderr" "" "$(cat "$T"/ab?.err)"
 
