@@ -15,6 +15,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/uio.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "rlb.h"
 
@@ -45,12 +48,15 @@ struct addr_slot {
 	uint64_t replica;	    /* replica identity */
 	_Atomic int64_t timeout_ms; /* the cluster's connect_timeout_ms */
 	_Atomic bool failover;	    /* the cluster's connect_failover */
+	_Atomic int64_t handout_ms; /* monotonic time of the latest handout */
+	_Atomic int64_t failed_ms;  /* of the latest counted failure; 0 */
 };
 
 /* How connects to an address are made: the strictest of its owners'. */
 struct conn_policy {
 	int64_t timeout_ms; /* 0: unbounded */
 	bool failover;
+	bool stale; /* it failed since it was last handed out */
 };
 
 /* What is remembered of a pending connect. */
@@ -60,7 +66,7 @@ struct pending_connect {
 	int64_t start_ms;   /* monotonic start of the attempt */
 	int64_t timeout_ms; /* its bound */
 	int32_t syncnt;	    /* the program's TCP_SYNCNT, 0: not changed */
-	uint32_t slowed;    /* a slowdown was counted for it (on take) */
+	uint32_t moved;	    /* failover moved it off the program's address */
 };
 
 #define PENDING_WORDS ((sizeof(struct pending_connect) + 7) / 8)
@@ -73,7 +79,6 @@ struct pending_connect {
  */
 struct fd_slot {
 	_Atomic uint32_t pending; /* the entry's sequence number; 0: none */
-	_Atomic uint32_t slowed;  /* sequence number counted as slow */
 	_Atomic uint64_t words[PENDING_WORDS];
 };
 
@@ -95,27 +100,35 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static const struct rlb_track_ops *_Atomic ops;
 
 /*
- * Attempts the program closed while still pending and younger than their
- * bound: if it connects to another replica of the same cluster soon
- * after, the dropped one was slow (a slowdown, design.md §5.2).
+ * What tells a slowdown (design.md §5.2): attempts the program gave up
+ * young without their outcome (`dropped`), kept for one bound, and the
+ * attempts seen to connect (`won`), the latest few.
  */
-#define DROPPED_MAX 8
+#define MOVES_MAX 8
 static struct dropped {
 	struct dest d;
 	int64_t at_ms; /* monotonic; 0: free */
 	int64_t timeout_ms;
-} dropped[DROPPED_MAX];
-static pthread_mutex_t dropped_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint ndropped;
+} dropped[MOVES_MAX];
+static struct won {
+	struct dest d;
+	int64_t start_ms; /* when its attempt started */
+	int64_t at_ms;	  /* when it was seen connected; 0: free */
+} won[MOVES_MAX];
+static pthread_mutex_t moves_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint ndropped, nwon;
+/* The process the tables belong to: a vfork child, which shares them,
+ * must not take its parent's entries. */
+static _Atomic pid_t owner_pid;
 
 void rlb_track_fork_lock(void)
 {
-	pthread_mutex_lock(&dropped_lock);
+	pthread_mutex_lock(&moves_lock);
 }
 
 void rlb_track_fork_unlock(void)
 {
-	pthread_mutex_unlock(&dropped_lock);
+	pthread_mutex_unlock(&moves_lock);
 }
 
 void rlb_track_after_fork_child(void)
@@ -131,7 +144,18 @@ void rlb_track_after_fork_child(void)
 	for (size_t k = 0; k < RECENT_MAX; k++)
 		atomic_store(&recent[k], 0);
 	memset(dropped, 0, sizeof(dropped));
+	memset(won, 0, sizeof(won));
 	atomic_store(&ndropped, 0);
+	atomic_store(&nwon, 0);
+	atomic_store(&owner_pid, getpid());
+}
+
+/* Whether this is a vfork() child borrowing its parent's memory (the
+ * system call, not a cached pid: glibc caches none). */
+static bool in_vfork_child(void)
+{
+	return getpid() !=
+	       atomic_load_explicit(&owner_pid, memory_order_relaxed);
 }
 
 void rlb_track_set_ops(const struct rlb_track_ops *o)
@@ -169,6 +193,7 @@ static void tables_init(void)
 	}
 	addr_table = a;
 	fd_table = f;
+	atomic_store(&owner_pid, getpid());
 }
 
 static bool to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
@@ -319,6 +344,10 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 				      memory_order_relaxed);
 		atomic_store_explicit(&s->failover, c->s.connect_failover,
 				      memory_order_relaxed);
+		if (c->s.connect_failover)
+			atomic_store_explicit(&s->handout_ms,
+					      rlb_monotonic_ms(),
+					      memory_order_relaxed);
 	}
 	atomic_store_explicit(&active, true, memory_order_release);
 }
@@ -326,7 +355,8 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 /*
  * The replicas destination d was handed out for (deduplicated), and in
  * *pol how connects to it are made: the shortest bound of its owners,
- * failover when any owner asks for it.
+ * failover when any owner asks for it, stale when one of them has failed
+ * since it was handed out. owners NULL: mark d failed now instead.
  */
 static size_t find_owners(const struct dest *d, struct rlb_owner *owners,
 			  struct conn_policy *pol)
@@ -335,6 +365,7 @@ static size_t find_owners(const struct dest *d, struct rlb_owner *owners,
 
 	pol->timeout_ms = 0;
 	pol->failover = false;
+	pol->stale = false;
 	if (!addr_table || !(atomic_load_explicit(&home_bits[home / 64],
 						  memory_order_acquire) &
 			     (1ULL << (home % 64))))
@@ -356,6 +387,18 @@ static size_t find_owners(const struct dest *d, struct rlb_owner *owners,
 			pol->timeout_ms = t;
 		pol->failover |= atomic_load_explicit(&s->failover,
 						      memory_order_relaxed);
+		if (!owners) { /* mark it failed: see report_dest() */
+			if (atomic_load_explicit(&s->failover,
+						 memory_order_relaxed))
+				atomic_store_explicit(&s->failed_ms,
+						      rlb_monotonic_ms(),
+						      memory_order_relaxed);
+			continue;
+		}
+		pol->stale |= atomic_load_explicit(&s->failed_ms,
+						   memory_order_relaxed) >
+			      atomic_load_explicit(&s->handout_ms,
+						   memory_order_relaxed);
 		for (j = 0; j < n; j++)
 			if (owners[j].cluster == s->cluster &&
 			    owners[j].replica == s->replica)
@@ -397,6 +440,8 @@ static void report_dest(const struct dest *d, int err, int64_t age_ms,
 	struct conn_policy pol;
 
 	f.n = find_owners(d, f.owners, &pol);
+	if (f.n && !slowdown && pol.failover)
+		find_owners(d, NULL, &pol);
 	report(&f);
 }
 
@@ -422,15 +467,20 @@ static ino_t socket_ino(int fd)
 								  : 0;
 }
 
-/* Whether a TCP socket is still in SYN_SENT: its connect is pending. */
-static bool still_connecting(int fd)
+/* The TCP state of fd (TCP_SYN_SENT: its connect is pending), or -1. */
+static int tcp_state(int fd)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
 	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
-		return false;
-	return ti.tcpi_state == TCP_SYN_SENT;
+		return -1;
+	return ti.tcpi_state;
+}
+
+static bool still_connecting(int fd)
+{
+	return tcp_state(fd) == TCP_SYN_SENT;
 }
 
 /*
@@ -447,18 +497,6 @@ static bool never_connected(int fd)
 		return false;
 	return ti.tcpi_state == TCP_CLOSE && ti.tcpi_rtt == 0 &&
 	       ti.tcpi_options == 0;
-}
-
-/*
- * Whether the socket holds a pending error, without consuming it: poll()
- * reports POLLERR while SO_ERROR is set, and reading SO_ERROR would clear
- * it for a program that still holds the socket through another fd.
- */
-static bool has_error(int fd)
-{
-	struct pollfd p = {.fd = fd, .events = 0};
-
-	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
 static void slot_store(struct fd_slot *s, const struct pending_connect *p)
@@ -549,7 +587,6 @@ static bool take_entry(int fd, uint32_t seq, struct pending_connect *copy)
 	/* Ours now: the exchange saw set_pending()'s release. */
 	atomic_fetch_sub(&npending, 1);
 	slot_load(s, copy);
-	copy->slowed = atomic_load(&s->slowed) == had;
 	recent_remove(fd);
 	return true;
 }
@@ -560,49 +597,12 @@ static bool take_pending(int fd, struct pending_connect *copy)
 	return take_entry(fd, 0, copy) && copy->ino == (uint64_t)socket_ino(fd);
 }
 
-static void remember_dropped(const struct pending_connect *p)
-{
-	size_t victim = 0;
-
-	pthread_mutex_lock(&dropped_lock);
-	for (size_t k = 0; k < DROPPED_MAX; k++)
-		if (dropped[k].at_ms < dropped[victim].at_ms)
-			victim = k;
-	if (dropped[victim].at_ms == 0)
-		atomic_fetch_add(&ndropped, 1);
-	dropped[victim].d = p->d;
-	dropped[victim].at_ms = rlb_monotonic_ms();
-	dropped[victim].timeout_ms = p->timeout_ms;
-	pthread_mutex_unlock(&dropped_lock);
-}
-
 /* Give the program back its TCP_SYNCNT, if the bound changed it. */
 static void restore_syncnt(int fd, const struct pending_connect *p)
 {
 	if (p->syncnt > 0)
 		setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
 			   sizeof(p->syncnt));
-}
-
-/* The attempt on fd is over (connected, failed, or another connect). */
-static void clear_pending(int fd)
-{
-	struct pending_connect copy;
-	int64_t age;
-
-	if (!atomic_load_explicit(&npending, memory_order_relaxed) ||
-	    !take_entry(fd, 0, &copy))
-		return;
-	if (copy.ino == (uint64_t)socket_ino(fd)) {
-		restore_syncnt(fd, &copy);
-		return;
-	}
-	/* The entry was an earlier socket's, dropped without our close(). */
-	age = rlb_monotonic_ms() - copy.start_ms;
-	if (age >= copy.timeout_ms)
-		report_dest(&copy.d, ETIMEDOUT, age, false);
-	else if (!copy.slowed)
-		remember_dropped(&copy);
 }
 
 bool rlb_track_active(void)
@@ -627,32 +627,166 @@ static bool other_replica_same_cluster(const struct rlb_owner *a, size_t na,
 	return cluster;
 }
 
+/* Whether destination a is another replica of a cluster of b's. */
+static bool other_replica_of(const struct dest *a, const struct dest *b)
+{
+	struct rlb_owner oa[RLB_MAX_OWNERS], ob[RLB_MAX_OWNERS];
+	struct conn_policy pol;
+	size_t na = find_owners(a, oa, &pol), nb = find_owners(b, ob, &pol);
+
+	return other_replica_same_cluster(oa, na, ob, nb);
+}
+
+/* An attempt that connected: the evidence that another was abandoned. */
+static void remember_won(const struct dest *d, int64_t start_ms)
+{
+	size_t victim = 0;
+
+	pthread_mutex_lock(&moves_lock);
+	for (size_t k = 0; k < MOVES_MAX; k++)
+		if (won[k].at_ms < won[victim].at_ms)
+			victim = k;
+	if (won[victim].at_ms == 0)
+		atomic_fetch_add(&nwon, 1);
+	won[victim].d = *d;
+	won[victim].start_ms = start_ms;
+	won[victim].at_ms = rlb_monotonic_ms();
+	pthread_mutex_unlock(&moves_lock);
+}
+
+/*
+ * Whether the program has connected to another replica of one of p's
+ * clusters by an attempt started after p's: then p, closed while still
+ * connecting, was given up for it. Looks at the attempts seen to connect
+ * and at those still pending, whose sockets may have connected unseen.
+ */
+static bool won_since(const struct pending_connect *p, int fd)
+{
+	bool found = false;
+
+	if (atomic_load_explicit(&nwon, memory_order_relaxed)) {
+		pthread_mutex_lock(&moves_lock);
+		for (size_t k = 0; k < MOVES_MAX && !found; k++)
+			found = won[k].at_ms &&
+				won[k].start_ms >= p->start_ms &&
+				other_replica_of(&won[k].d, &p->d);
+		pthread_mutex_unlock(&moves_lock);
+	}
+	for (size_t k = 0; k < RECENT_MAX && !found; k++) {
+		int v = atomic_load_explicit(&recent[k], memory_order_relaxed);
+		struct pending_connect q;
+		struct fd_slot *s;
+
+		if (v == 0 || v - 1 == fd || !(s = fd_slot(v - 1)) ||
+		    !atomic_load_explicit(&s->pending, memory_order_acquire))
+			continue;
+		slot_load(s, &q);
+		found = q.start_ms >= p->start_ms &&
+			q.ino == (uint64_t)socket_ino(v - 1) &&
+			tcp_state(v - 1) == TCP_ESTABLISHED &&
+			other_replica_of(&q.d, &p->d);
+	}
+	return found;
+}
+
+/*
+ * An attempt the program gave up younger than its bound, without the
+ * outcome: it was slow (a slowdown, design.md §5.2) if the program went
+ * to another replica of the same cluster for it - one that has connected
+ * (`fd`: the socket of p, if still open, or -1), or (owners, n: n > 0)
+ * one being connected now. Otherwise it is remembered: a connect to
+ * another replica that starts within one bound makes it a slowdown then
+ * (match_dropped()); a happy-eyeballs loser is followed by none.
+ */
+static void dropped_young(const struct pending_connect *p, int fd,
+			  const struct rlb_owner *owners, size_t n)
+{
+	struct rlb_owner its[RLB_MAX_OWNERS];
+	struct conn_policy pol;
+	size_t victim = 0, ni;
+
+	ni = find_owners(&p->d, its, &pol);
+	if ((n && other_replica_same_cluster(owners, n, its, ni)) ||
+	    won_since(p, fd)) {
+		report_dest(&p->d, ETIMEDOUT, -1, true);
+		return;
+	}
+	pthread_mutex_lock(&moves_lock);
+	for (size_t k = 0; k < MOVES_MAX; k++)
+		if (dropped[k].at_ms < dropped[victim].at_ms)
+			victim = k;
+	if (dropped[victim].at_ms == 0)
+		atomic_fetch_add(&ndropped, 1);
+	dropped[victim].d = p->d;
+	dropped[victim].at_ms = rlb_monotonic_ms();
+	dropped[victim].timeout_ms = p->timeout_ms;
+	pthread_mutex_unlock(&moves_lock);
+}
+
+/*
+ * Judge attempt p, given up before its outcome was seen: its socket `fd`
+ * is still open (close, exit) or gone (-1: a raw close, a reused fd).
+ * Only a connect that did not establish counts (design.md §5.2):
+ * - still connecting (or gone) and at least its bound old: one timeout;
+ * - younger: maybe a slowdown (dropped_young()), never at exit;
+ * - failed, its error unread: one error, whatever its age;
+ * - connected at any time: nothing, whatever happened to it since.
+ */
+static void judge_abandoned(const struct pending_connect *p, int fd,
+			    const struct rlb_owner *owners, size_t n,
+			    bool at_exit)
+{
+	int64_t age = rlb_monotonic_ms() - p->start_ms;
+	int state = fd >= 0 ? tcp_state(fd) : TCP_SYN_SENT;
+
+	if (state == TCP_SYN_SENT) {
+		if (age >= p->timeout_ms)
+			report_dest(&p->d, ETIMEDOUT, age, false);
+		else if (!at_exit)
+			dropped_young(p, fd, owners, n);
+	} else if (state == TCP_CLOSE && never_connected(fd)) {
+		/* The kind of failure cannot be read without consuming it;
+		 * it counts one error whatever it is. */
+		report_dest(&p->d, ECONNREFUSED, -1, false);
+	}
+}
+
+/* The attempt on fd is over (connected, failed, or another connect). */
+static void clear_pending(int fd)
+{
+	struct pending_connect copy;
+
+	if (!atomic_load_explicit(&npending, memory_order_relaxed) ||
+	    !take_entry(fd, 0, &copy))
+		return;
+	if (copy.ino == (uint64_t)socket_ino(fd))
+		restore_syncnt(fd, &copy);
+	else /* an earlier socket's, dropped without our close() */
+		judge_abandoned(&copy, -1, NULL, 0, false);
+}
+
 /*
  * Look at every recently pending attempt but the one on fd now being
- * connected (design.md §5.2):
- * - one the program dropped without our close() (raw close system call,
- *   longjmp, the fd reused) counts a timeout error once older than its
- *   bound;
- * - one still pending, or dropped sooner, while the program now connects
- *   to another replica of the same cluster (owners, n) counts a slowdown,
- *   once;
- * - at exit, every one still pending counts once older than its bound.
- * n == 0: nothing is being connected (a resolution, or exit).
+ * connected (design.md §5.2, §11.6):
+ * - one the program dropped without our close() (a raw close system
+ *   call, longjmp, the fd reused) is judged as abandoned;
+ * - one whose socket has connected unseen (the program never read
+ *   SO_ERROR) is over: the program's TCP_SYNCNT is put back;
+ * - at exit, every one still pending is judged;
+ * - one still connecting is left alone: attempts made in parallel are
+ *   not slow.
+ * (owners, n): the replica now being connected; n == 0: none (a
+ * resolution, or exit).
  */
 static void sweep(int fd, const struct rlb_owner *owners, size_t n,
 		  bool at_exit)
 {
-	int64_t now = rlb_monotonic_ms();
-
 	for (size_t k = 0; k < RECENT_MAX; k++) {
 		int v = atomic_load_explicit(&recent[k], memory_order_relaxed);
-		struct rlb_owner its[RLB_MAX_OWNERS];
-		struct conn_policy pol;
 		struct pending_connect p;
 		struct fd_slot *s;
-		uint32_t seq, slowed;
-		bool gone, other;
-		size_t ni;
+		uint32_t seq;
+		bool gone;
 
 		if (v == 0 || !(s = fd_slot(v - 1)) ||
 		    !(seq = atomic_load_explicit(&s->pending,
@@ -662,30 +796,18 @@ static void sweep(int fd, const struct rlb_owner *owners, size_t n,
 		gone = p.ino != (uint64_t)socket_ino(v - 1);
 		if (v - 1 == fd && !gone)
 			continue; /* the socket being connected now */
-		ni = find_owners(&p.d, its, &pol);
-		other = n && other_replica_same_cluster(owners, n, its, ni);
-		if (!gone && !at_exit && !other)
+		if (!gone && !at_exit && tcp_state(v - 1) != TCP_ESTABLISHED)
 			continue;
-		if (gone || at_exit) {
-			if (!take_entry(v - 1, seq, &p))
-				continue;
-			if (gone || still_connecting(v - 1)) {
-				int64_t age = now - p.start_ms;
-
-				if (age >= p.timeout_ms)
-					report_dest(&p.d, ETIMEDOUT, age,
-						    false);
-				else if (other && !p.slowed)
-					report_dest(&p.d, ETIMEDOUT, -1, true);
-			}
+		if (!take_entry(v - 1, seq, &p))
 			continue;
+		if (gone) {
+			judge_abandoned(&p, -1, owners, n, at_exit);
+		} else if (at_exit) {
+			judge_abandoned(&p, v - 1, NULL, 0, true);
+		} else {
+			restore_syncnt(v - 1, &p);
+			remember_won(&p.d, p.start_ms);
 		}
-		/* Still pending while another replica is tried: slow. */
-		slowed = atomic_load(&s->slowed);
-		if (slowed != seq && still_connecting(v - 1) &&
-		    atomic_load(&s->pending) == seq &&
-		    atomic_compare_exchange_strong(&s->slowed, &slowed, seq))
-			report_dest(&p.d, ETIMEDOUT, -1, true);
 	}
 }
 
@@ -697,13 +819,13 @@ static void sweep(int fd, const struct rlb_owner *owners, size_t n,
 static void match_dropped(const struct rlb_owner *owners, size_t n)
 {
 	int64_t now = rlb_monotonic_ms();
-	struct dest slow[DROPPED_MAX];
+	struct dest slow[MOVES_MAX];
 	size_t nslow = 0;
 
 	if (!atomic_load_explicit(&ndropped, memory_order_relaxed))
 		return;
-	pthread_mutex_lock(&dropped_lock);
-	for (size_t k = 0; k < DROPPED_MAX; k++) {
+	pthread_mutex_lock(&moves_lock);
+	for (size_t k = 0; k < MOVES_MAX; k++) {
 		struct rlb_owner its[RLB_MAX_OWNERS];
 		struct conn_policy pol;
 		size_t ni;
@@ -722,7 +844,7 @@ static void match_dropped(const struct rlb_owner *owners, size_t n)
 		dropped[k].at_ms = 0;
 		atomic_fetch_sub(&ndropped, 1);
 	}
-	pthread_mutex_unlock(&dropped_lock);
+	pthread_mutex_unlock(&moves_lock);
 	for (size_t k = 0; k < nslow; k++)
 		report_dest(&slow[k], ETIMEDOUT, -1, true);
 }
@@ -817,13 +939,6 @@ static void abort_attempt(int fd)
 	rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
 }
 
-/*
- * The TCP_SYNCNT that makes the kernel give up a connect after about
- * timeout_ms: SYNs go out at 0, 1, 3, 7 ... s (RTO doubling from 1 s),
- * and with n retries the kernel gives up at 2^(n+1) - 1 s. The kernel's
- * minimum, 1, gives 3 s: a non-blocking connect cannot be bounded finer
- * without an option that would outlive the connect (TCP_USER_TIMEOUT).
- */
 static int syncnt_for(int64_t timeout_ms)
 {
 	int n = 1;
@@ -832,8 +947,6 @@ static int syncnt_for(int64_t timeout_ms)
 		n++;
 	return n;
 }
-
-/* Whether fd is a TCP socket (the only kind a bound applies to). */
 static bool is_tcp(int fd)
 {
 	int type = 0, proto = 0;
@@ -847,87 +960,204 @@ static bool is_tcp(int fd)
 	       proto == IPPROTO_TCP;
 }
 
+/* What is left of p's bound, at least 1 ms. */
+static int64_t bound_left(const struct pending_connect *p)
+{
+	int64_t left = p->timeout_ms - (rlb_monotonic_ms() - p->start_ms);
+
+	return left < 1 ? 1 : left;
+}
+
+/*
+ * Bound p's attempt in the kernel: TCP_SYNCNT lowered (design.md §5.3),
+ * the program's own value kept in p->syncnt. A lower value of the
+ * program's own wins.
+ */
+static void lower_syncnt(int fd, struct pending_connect *p)
+{
+	int want = syncnt_for(p->timeout_ms), syncnt = 0;
+	socklen_t len = sizeof(syncnt);
+
+	if (p->syncnt > 0)
+		return;
+	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt,
+				   &len) == 0 &&
+	    syncnt > want &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &want, sizeof(want)) == 0)
+		p->syncnt = syncnt;
+}
+
+/* Store p again as fd's pending entry, if fd still has one. */
+static void update_pending(int fd, const struct pending_connect *p)
+{
+	struct fd_slot *s = fd_slot(fd);
+
+	if (s && atomic_load_explicit(&s->pending, memory_order_acquire))
+		slot_store(s, p);
+}
+
+/*
+ * For a blocking connect: lower SO_SNDTIMEO, the kernel's limit for it,
+ * to what is left of the bound, unless the program's own (kept in *orig)
+ * is shorter. *set: the value set. True when lowered.
+ */
+static bool lower_sndtimeo(int fd, const struct pending_connect *p,
+			   struct timeval *orig, struct timeval *set)
+{
+	int64_t left = bound_left(p);
+	socklen_t len = sizeof(*orig);
+
+	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, orig, &len) !=
+		    0 ||
+	    (timerisset(orig) && tv_ms(orig) <= left))
+		return false;
+	set->tv_sec = left / 1000;
+	set->tv_usec = left % 1000 * 1000;
+	return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, set, sizeof(*set)) == 0;
+}
+
+/*
+ * Put the program's SO_SNDTIMEO back after the call. Touches nothing when
+ * fd no longer is p's socket (another thread closed it during the call
+ * and the number was reused), and keeps a value that another thread of
+ * the program set meanwhile. False when fd is no longer p's socket.
+ */
+static bool restore_sndtimeo(int fd, const struct pending_connect *p,
+			     const struct timeval *orig,
+			     const struct timeval *set)
+{
+	struct timeval now;
+	socklen_t len = sizeof(now);
+
+	if (p->ino != (uint64_t)socket_ino(fd))
+		return false;
+	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &now, &len) ==
+		    0 &&
+	    tv_ms(&now) == tv_ms(set))
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, orig, sizeof(*orig));
+	return true;
+}
+
+/*
+ * Whether a signal that interrupted a blocking connect, on a socket with
+ * no SO_SNDTIMEO of the program's own, would have reached the program as
+ * EINTR without the library. The kernel restarts such a connect after a
+ * handler with SA_RESTART, or a stop signal, and fails it with EINTR
+ * after a handler without; our lowered SO_SNDTIMEO makes it fail with
+ * EINTR every time (signal(7)). Which signal it was cannot be known: when
+ * any signal that could have interrupted (caught, not blocked) has a
+ * handler without SA_RESTART, the program may be waiting for that EINTR
+ * (an alarm() bounding its connect), so it gets it. Runs only after an
+ * EINTR.
+ */
+static bool program_sees_eintr(void)
+{
+	sigset_t blocked;
+
+	if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0)
+		return true;
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sig == SIGKILL || sig == SIGSTOP ||
+		    sigismember(&blocked, sig) == 1 ||
+		    sigaction(sig, NULL, &sa) != 0)
+			continue;
+		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return true;
+	}
+	return false;
+}
+
 /*
  * One bounded attempt to connect fd to replica address d (design.md
  * §5.3), or (prev) the same attempt asked about again by a repeated
  * connect(). Same contract as connect(); a failure that counts is
- * reported. Blocking sockets: SO_SNDTIMEO lowered to what is left of the
- * bound for the call only, and an attempt cut short by it is given up
- * with ETIMEDOUT. Non-blocking sockets: TCP_SYNCNT lowered until the
- * attempt ends.
+ * reported, a success remembered. `moved`: failover chose d, not the
+ * program.
+ * - Blocking sockets: SO_SNDTIMEO lowered to what is left of the bound
+ *   for the call only; an attempt cut short by it (EINPROGRESS, or
+ *   EALREADY when repeated) is given up with ETIMEDOUT. A signal gives
+ *   EINTR exactly when the kernel would have without the library;
+ *   otherwise the call goes on waiting, as the kernel's restart would.
+ *   After an EINTR the program waits by itself: the attempt is then
+ *   bounded as a non-blocking one.
+ * - Non-blocking sockets: TCP_SYNCNT lowered until the attempt ends.
  */
 static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			   const struct dest *d, const struct conn_policy *pol,
-			   bool blocking, const struct pending_connect *prev)
+			   bool blocking, const struct pending_connect *prev,
+			   bool moved)
 {
-	struct pending_connect p = {.d = *d, .timeout_ms = pol->timeout_ms};
-	struct timeval orig = {0}, bound;
-	socklen_t olen = sizeof(orig);
-	bool bounded = pol->timeout_ms > 0 && is_tcp(fd), lowered = false;
-	int64_t left = pol->timeout_ms;
-	int rc, err, syncnt = 0;
+	struct pending_connect p = {
+		.d = *d, .timeout_ms = pol->timeout_ms, .moved = moved};
+	bool bounded = pol->timeout_ms > 0 && is_tcp(fd);
+	int rc, err;
 
 	if (prev) {
 		/* The attempt under way: its start, bound and the
 		 * program's own TCP_SYNCNT stay. */
 		p = *prev;
-		left = p.timeout_ms - (rlb_monotonic_ms() - p.start_ms);
-		if (left < 1)
-			left = 1;
 	} else {
 		p.ino = socket_ino(fd);
 		p.start_ms = rlb_monotonic_ms();
-	}
-	if (bounded && blocking &&
-	    rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &orig, &olen) ==
-		    0 &&
-	    (!timerisset(&orig) || tv_ms(&orig) > left)) {
-		bound.tv_sec = left / 1000;
-		bound.tv_usec = left % 1000 * 1000;
-		lowered = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound,
-				     sizeof(bound)) == 0;
-	}
-	if (bounded && !blocking && !prev) {
-		int want = syncnt_for(pol->timeout_ms);
-
-		olen = sizeof(syncnt);
-		if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt,
-					   &olen) == 0 &&
-		    syncnt > want &&
-		    setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &want,
-			       sizeof(want)) == 0)
-			p.syncnt = syncnt;
-	}
-	/* Pending from the start: a longjmp out of a blocking connect
-	 * leaves the entry for the sweep to find. */
-	if (!prev)
+		if (bounded && !blocking)
+			lower_syncnt(fd, &p);
+		/* Pending from the start: a longjmp out of a blocking
+		 * connect leaves the entry for the sweep to find. */
 		set_pending(fd, &p);
-	rc = rlb_libc()->connect(fd, sa, len);
-	err = errno;
-	if (lowered)
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &orig, sizeof(orig));
-	if (rc == 0 || err == EISCONN) {
-		clear_pending(fd);
-		errno = err;
-		return rc;
 	}
-	/* Still under way: in the background (EINTR), or not finished. */
-	if (err == EINTR || err == EALREADY ||
-	    (err == EINPROGRESS && !blocking)) {
-		errno = err;
-		return rc;
-	}
-	clear_pending(fd);
-	if (err == EINPROGRESS) {
-		/* Blocking, cut short by SO_SNDTIMEO: ours or the program's. */
-		if (lowered) {
+	for (;;) {
+		struct timeval orig = {0}, set = {0};
+		bool lowered = bounded && blocking &&
+			       lower_sndtimeo(fd, &p, &orig, &set);
+
+		rc = rlb_libc()->connect(fd, sa, len);
+		err = errno;
+		if (lowered && !restore_sndtimeo(fd, &p, &orig, &set)) {
+			errno = err; /* fd is another socket now */
+			return rc;
+		}
+		if (rc == 0 || err == EISCONN) {
+			clear_pending(fd);
+			remember_won(d, p.start_ms);
+			errno = err;
+			return rc;
+		}
+		if (!blocking || (err == EALREADY && !lowered)) {
+			/* Under way, or (non-blocking) failed at once. */
+			if (err == EINPROGRESS || err == EALREADY ||
+			    err == EINTR) {
+				errno = err;
+				return rc;
+			}
+			break;
+		}
+		if (err == EINTR) {
+			if (lowered && !timerisset(&orig) &&
+			    !program_sees_eintr())
+				continue; /* as the kernel's restart */
+			if (bounded) {
+				lower_syncnt(fd, &p);
+				update_pending(fd, &p);
+			}
+			errno = EINTR;
+			return -1;
+		}
+		if (lowered && (err == EINPROGRESS || err == EALREADY)) {
+			/* Our bound fired. */
 			abort_attempt(fd);
 			err = ETIMEDOUT;
 		}
-		report_dest(d, ETIMEDOUT, -1, false);
-	} else if (rlb_track_counts(err)) {
-		report_dest(d, err, -1, false);
+		break;
 	}
+	clear_pending(fd);
+	/* EINPROGRESS of a blocking socket: cut short by the program's own
+	 * SO_SNDTIMEO, which is a timeout too. */
+	if (err == EINPROGRESS || rlb_track_counts(err))
+		report_dest(d, err == EINPROGRESS ? ETIMEDOUT : err, -1, false);
 	errno = err;
 	return rc;
 }
@@ -943,26 +1173,41 @@ static bool tried_has(const struct rlb_owner *tried, size_t n,
 	return false;
 }
 
-/* connect() to an address that may be a replica's. */
 /*
- * For a non-blocking socket whose failure is seen only now (SO_ERROR):
- * wait for the attempt just started on fd to end, at most its bound.
- * Returns 0 when it connected, else the error (reported, attempt over).
+ * For a non-blocking socket with connect_failover: wait for the pending
+ * attempt on fd to d to end, until its bound from its start, whatever
+ * signals arrive (a non-blocking connect never fails with EINTR).
+ * Returns 0 when it connected, else the error (reported when it counts;
+ * the attempt is over either way).
  */
-static int wait_connected(int fd, const struct dest *d,
-			  const struct conn_policy *pol)
+static int wait_connected(int fd, const struct dest *d)
 {
-	struct pollfd p = {.fd = fd, .events = POLLOUT};
-	int64_t bound = pol->timeout_ms > 0 ? pol->timeout_ms : 1000;
-	socklen_t len = sizeof(int);
+	struct pending_connect p;
+	struct fd_slot *s = fd_slot(fd);
+	int64_t deadline;
 	int err = ETIMEDOUT;
 
-	if (poll(&p, 1, (int)bound) == 1 &&
-	    rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-		err = errno;
+	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
+		return EINVAL;
+	slot_load(s, &p);
+	deadline = p.start_ms + (p.timeout_ms > 0 ? p.timeout_ms : 1000);
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int64_t left = deadline - rlb_monotonic_ms();
+		socklen_t len = sizeof(int);
+		int rc = poll(&pfd, 1, left > 0 ? (int)left : 0);
+
+		if (rc == 1 && rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR,
+						      &err, &len) != 0)
+			err = errno;
+		if (rc >= 0 || errno != EINTR)
+			break;
+	}
 	clear_pending(fd);
-	if (err == 0)
+	if (err == 0) {
+		remember_won(d, p.start_ms);
 		return 0;
+	}
 	if (err == ETIMEDOUT)
 		abort_attempt(fd);
 	if (rlb_track_counts(err))
@@ -975,14 +1220,13 @@ static int wait_connected(int fd, const struct dest *d,
  * reported) of a connect of fd to sa, owned by the n replicas in owners,
  * connect the same socket to the next replica of the selection, with the
  * port resolution would have given, until one does not fail or none is
- * left. `wait`: the failure was seen through SO_ERROR, so each attempt
- * is waited for (at most its bound) and the result is an SO_ERROR value;
- * otherwise it is connect()'s (-1 with errno, or 0). Returns as `err`
- * (or -1/errno err) when no replica is left.
+ * left. Non-blocking sockets: each attempt is waited for (at most its
+ * bound) and the result is an SO_ERROR value (0 or the error); blocking
+ * ones: connect()'s (-1 with errno, or 0). Returns as `err` (or -1/errno
+ * err) when no replica is left.
  */
 static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
-		     struct rlb_owner *owners, size_t n, int err, bool blocking,
-		     bool wait)
+		     struct rlb_owner *owners, size_t n, int err, bool blocking)
 {
 	const struct rlb_track_ops *o =
 		atomic_load_explicit(&ops, memory_order_acquire);
@@ -1012,13 +1256,14 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 		abort_attempt(fd);
 		sa = (struct sockaddr *)&next;
 		len = nlen;
-		rc = connect_bounded(fd, sa, len, &d, &pol, blocking, NULL);
-		if (wait) {
+		rc = connect_bounded(fd, sa, len, &d, &pol, blocking, NULL,
+				     true);
+		if (!blocking) {
 			if (rc == 0)
 				return 0;
 			err = errno;
-			if (err == EINPROGRESS &&
-			    (err = wait_connected(fd, &d, &pol)) == 0)
+			if ((err == EINPROGRESS || err == EALREADY) &&
+			    (err = wait_connected(fd, &d)) == 0)
 				return 0;
 		} else {
 			if (rc == 0 || !rlb_track_counts(errno))
@@ -1029,10 +1274,45 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 			goto out_fail;
 	}
 out_fail:
-	if (wait)
+	if (!blocking)
 		return err;
 	errno = err;
 	return -1;
+}
+
+/*
+ * With connect_failover, a connect to a replica that has failed since it
+ * was handed out (a program reusing one answer for many connections: curl
+ * fetching several URLs) goes straight to the replica the selection now
+ * ranks first. Replaces sa/len, d, owners and pol when it does.
+ */
+static void skip_stale(const struct sockaddr **sa, socklen_t *len,
+		       struct sockaddr_storage *next, struct dest *d,
+		       struct rlb_owner *owners, size_t *n,
+		       struct conn_policy *pol)
+{
+	const struct rlb_track_ops *o =
+		atomic_load_explicit(&ops, memory_order_acquire);
+	struct rlb_owner nowners[RLB_MAX_OWNERS];
+	struct conn_policy npol;
+	socklen_t nlen = sizeof(*next);
+	struct dest nd;
+	size_t nn;
+
+	if (!o || !o->next_address ||
+	    !o->next_address(owners, *n, *sa, *len, next, &nlen) ||
+	    !to_dest((struct sockaddr *)next, nlen, &nd) ||
+	    !(nn = find_owners(&nd, nowners, &npol)))
+		return;
+	rlb_log(RLB_LOG_DEBUG,
+		"replica failed since it was handed out: connecting to the "
+		"next one instead");
+	*sa = (const struct sockaddr *)next;
+	*len = nlen;
+	*d = nd;
+	memcpy(owners, nowners, nn * sizeof(*owners));
+	*n = nn;
+	*pol = npol;
 }
 
 /* connect() to an address that may be a replica's. */
@@ -1041,52 +1321,88 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct rlb_owner owners[RLB_MAX_OWNERS];
 	struct pending_connect prev;
+	struct sockaddr_storage next;
 	struct conn_policy pol;
 	bool blocking, repeat;
 	struct fd_slot *s;
 	struct dest d;
-	int rc, flags;
+	int rc, flags, err;
 	size_t n;
 
-	if (!to_dest(sa, len, &d) || !(n = find_owners(&d, owners, &pol))) {
+	if (!to_dest(sa, len, &d) || !(n = find_owners(&d, owners, &pol)) ||
+	    in_vfork_child()) {
 		clear_pending(fd);
 		return rlb_libc()->connect(fd, sa, len);
 	}
-	/* A connect() repeated on a pending socket asks how it went. */
+	/* A connect() repeated on a pending socket asks how it went; after
+	 * a failover, about the replica the socket was moved to. */
 	s = fd_slot(fd);
 	repeat = s && atomic_load_explicit(&s->pending, memory_order_acquire);
 	if (repeat) {
 		slot_load(s, &prev);
-		repeat = same_addr(&prev.d, &d) && prev.d.port == d.port &&
+		repeat = (prev.moved ||
+			  (same_addr(&prev.d, &d) && prev.d.port == d.port)) &&
 			 prev.ino == (uint64_t)socket_ino(fd);
+		if (repeat && prev.moved) {
+			d = prev.d;
+			n = find_owners(&d, owners, &pol);
+		}
 	}
 	sweep(fd, owners, n, false);
 	match_dropped(owners, n);
+	if (!repeat && pol.failover && pol.stale)
+		skip_stale(&sa, &len, &next, &d, owners, &n, &pol);
 	flags = fcntl(fd, F_GETFL);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
 	rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
-			     repeat ? &prev : NULL);
+			     repeat ? &prev : NULL, false);
+	if (rc == 0 || !pol.failover)
+		return rc;
+	err = errno;
 	/*
 	 * A failure that counts is not the program's to see while another
-	 * replica of the selection is left. Asked by a repeated connect()
-	 * (hiredis), the answer must be final: "connected" or the failure,
-	 * never "in progress" again.
+	 * replica of the selection is left. A non-blocking socket's attempt
+	 * is settled here, within its bound, before the program can learn
+	 * of it by other means (a poll() of its own sees POLLHUP: Java), and
+	 * a repeated connect() (hiredis) gets a final answer too.
 	 */
-	if (rc == 0 || !rlb_track_counts(errno) || !pol.failover)
+	if (!blocking && (err == EINPROGRESS || err == EALREADY)) {
+		if ((err = wait_connected(fd, &d)) == 0)
+			return 0;
+	}
+	if (!rlb_track_counts(err)) {
+		errno = err;
+		return -1;
+	}
+	rc = fail_over(fd, sa, len, owners, n, err, blocking);
+	if (blocking || rc == 0)
 		return rc;
-	if (!repeat)
-		return fail_over(fd, sa, len, owners, n, errno, blocking,
-				 false);
-	rc = fail_over(fd, sa, len, owners, n, errno, blocking, true);
-	if (rc == 0)
-		return 0;
 	errno = rc;
 	return -1;
 }
 
+/*
+ * Whether sa can be read: a bad pointer is libc's to refuse (EFAULT),
+ * never a crash of ours. Asks the kernel (one system call), only of a
+ * process that has connect tracking to do.
+ */
+static bool readable(const struct sockaddr *sa, socklen_t len)
+{
+	struct iovec local, remote = {.iov_base = (void *)sa};
+	struct sockaddr_in6 copy;
+
+	if ((uintptr_t)sa < 4096)
+		return false;
+	remote.iov_len = len < sizeof(copy) ? len : sizeof(copy);
+	local.iov_base = &copy;
+	local.iov_len = remote.iov_len;
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
+	       (ssize_t)remote.iov_len;
+}
+
 int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	if (!maybe_replica(sa, len)) {
+	if (!readable(sa, len) || !maybe_replica(sa, len)) {
 		if (atomic_load_explicit(&npending, memory_order_relaxed))
 			clear_pending(fd);
 		return rlb_libc()->connect(fd, sa, len);
@@ -1104,19 +1420,23 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	    !atomic_load_explicit(&s->pending, memory_order_acquire))
 		return rlb_libc()->getsockopt(fd, level, name, val, len);
 	slot_load(s, &copy);
-	/* The program reads its own TCP_SYNCNT, not the bound's. */
-	if (level == IPPROTO_TCP && name == TCP_SYNCNT && copy.syncnt > 0 &&
-	    val && len && *len >= sizeof(int) &&
-	    copy.ino == (uint64_t)socket_ino(fd)) {
-		memcpy(val, &copy.syncnt, sizeof(int));
-		*len = sizeof(int);
-		return 0;
-	}
 	rc = rlb_libc()->getsockopt(fd, level, name, val, len);
 	saved = errno;
+	/* The program reads its own TCP_SYNCNT, not the bound's - unless it
+	 * set one of its own since. */
+	if (rc == 0 && level == IPPROTO_TCP && name == TCP_SYNCNT &&
+	    copy.syncnt > 0 && val && len && *len >= sizeof(int) &&
+	    copy.ino == (uint64_t)socket_ino(fd)) {
+		int v;
+
+		memcpy(&v, val, sizeof(v));
+		if (v == syncnt_for(copy.timeout_ms))
+			memcpy(val, &copy.syncnt, sizeof(int));
+		goto out;
+	}
 	if (rc != 0 || level != SOL_SOCKET || name != SO_ERROR || !len ||
 	    *len < sizeof(int))
-		return rc;
+		goto out;
 	memcpy(&err, val, sizeof(err));
 	if (err == 0 && still_connecting(fd))
 		goto out;
@@ -1128,6 +1448,8 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		size_t n;
 
 		restore_syncnt(fd, &copy);
+		if (err == 0)
+			remember_won(&copy.d, copy.start_ms);
 		if (!rlb_track_counts(err))
 			goto out;
 		report_dest(&copy.d, err, -1, false);
@@ -1141,7 +1463,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		if (n && pol.failover &&
 		    (flen = dest_sockaddr(fd, &copy.d, &failed)) > 0) {
 			err = fail_over(fd, (struct sockaddr *)&failed, flen,
-					owners, n, err, false, true);
+					owners, n, err, false);
 			memcpy(val, &err, sizeof(err));
 		}
 	}
@@ -1152,23 +1474,17 @@ out:
 
 int rlb_track_close(int fd)
 {
+	struct fd_slot *s = fd_slot(fd);
 	struct pending_connect copy;
 	int saved = errno;
 
-	if (atomic_load_explicit(&npending, memory_order_relaxed) &&
-	    take_pending(fd, &copy)) {
-		int64_t age = rlb_monotonic_ms() - copy.start_ms;
-
-		if (still_connecting(fd)) {
-			if (age >= copy.timeout_ms)
-				report_dest(&copy.d, ETIMEDOUT, age, false);
-			else if (!copy.slowed)
-				remember_dropped(&copy);
-		} else if (has_error(fd) || never_connected(fd)) {
-			/* The kind of failure cannot be read without
-			 * consuming it; it counts one error whatever it is. */
-			report_dest(&copy.d, ECONNREFUSED, -1, false);
-		}
+	if (s && atomic_load_explicit(&npending, memory_order_relaxed) &&
+	    atomic_load_explicit(&s->pending, memory_order_relaxed) &&
+	    !in_vfork_child() && take_pending(fd, &copy)) {
+		judge_abandoned(&copy, fd, NULL, 0, false);
+		/* A dup of fd may keep the socket open: it gets the
+		 * program's TCP_SYNCNT back. */
+		restore_syncnt(fd, &copy);
 	}
 	errno = saved;
 	return rlb_libc()->close(fd);

@@ -158,8 +158,13 @@ static int do_connect(int fd, const struct addrinfo *ai,
 	int err;
 	socklen_t len = sizeof(err);
 
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+		/* Connected at once (loopback, or connect_failover). */
+		if (s->mode == MODE_NOPEEK &&
+		    send(fd, request, strlen(request), MSG_NOSIGNAL) < 0)
+			return errno;
 		return 0;
+	}
 	if (s->mode == MODE_BLOCK || errno != EINPROGRESS)
 		return errno;
 	if (!wait_for(fd, POLLOUT))
