@@ -5,12 +5,14 @@
  * through the ops its owner registered; it counts nothing itself. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -228,6 +230,17 @@ static bool to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
 		return true;
 	}
 	return false;
+}
+
+/* d as text for the debug log: ADDR:PORT, [ADDR6]:PORT. */
+static const char *dest_str(const struct dest *d, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	inet_ntop(d->family, d->addr, a, sizeof(a));
+	snprintf(buf, len, d->family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
+		 ntohs(d->port));
+	return buf;
 }
 
 /* Home slot of an address given as two words: a cheap multiply-mix. */
@@ -1076,7 +1089,8 @@ static bool program_sees_eintr(void)
  * §5.3), or (prev) the same attempt asked about again by a repeated
  * connect(). Same contract as connect(); a failure that counts is
  * reported, a success remembered. `moved`: failover chose d, not the
- * program.
+ * program. `no_eintr`: the call is ours, made inside a hook that cannot
+ * fail with EINTR (getsockopt): a signal never ends it.
  * - Blocking sockets: SO_SNDTIMEO lowered to what is left of the bound
  *   for the call only; an attempt cut short by it (EINPROGRESS, or
  *   EALREADY when repeated) is given up with ETIMEDOUT. A signal gives
@@ -1089,7 +1103,7 @@ static bool program_sees_eintr(void)
 static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			   const struct dest *d, const struct conn_policy *pol,
 			   bool blocking, const struct pending_connect *prev,
-			   bool moved)
+			   bool moved, bool no_eintr)
 {
 	struct pending_connect p = {
 		.d = *d, .timeout_ms = pol->timeout_ms, .moved = moved};
@@ -1136,8 +1150,8 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			break;
 		}
 		if (err == EINTR) {
-			if (lowered && !timerisset(&orig) &&
-			    !program_sees_eintr())
+			if (lowered && (no_eintr || (!timerisset(&orig) &&
+						     !program_sees_eintr())))
 				continue; /* as the kernel's restart */
 			if (bounded) {
 				lower_syncnt(fd, &p);
@@ -1220,14 +1234,17 @@ static int wait_connected(int fd, const struct dest *d)
  * reported) of a connect of fd to sa, owned by the n replicas in owners,
  * connect the same socket to the next replica of the selection, with the
  * port resolution would have given, until one does not fail or none is
- * left. Non-blocking sockets: each attempt is waited for (at most its
- * bound) and the result is an SO_ERROR value (0 or the error); blocking
- * ones: connect()'s (-1 with errno, or 0). Returns as `err` (or -1/errno
- * err) when no replica is left.
+ * left. Non-blocking sockets, or any socket from inside getsockopt()
+ * (`in_getsockopt`): each attempt is waited for (at most its bound),
+ * signals end none, and the result is an SO_ERROR value (0 or the
+ * error); otherwise connect()'s (-1 with errno, or 0). Returns as `err`
+ * (or -1/errno err) when no replica is left.
  */
 static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
-		     struct rlb_owner *owners, size_t n, int err, bool blocking)
+		     struct rlb_owner *owners, size_t n, int err, bool blocking,
+		     bool in_getsockopt)
 {
+	bool so_error = !blocking || in_getsockopt;
 	const struct rlb_track_ops *o =
 		atomic_load_explicit(&ops, memory_order_acquire);
 	struct rlb_owner tried[TRIED_MAX];
@@ -1235,10 +1252,10 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 	struct conn_policy pol;
 	size_t ntried = 0;
 	socklen_t nlen;
-	struct dest d;
+	struct dest d, from;
 	int rc;
 
-	if (!o || !o->next_address)
+	if (!o || !o->next_address || !to_dest(sa, len, &from))
 		goto out_fail;
 	for (;;) {
 		for (size_t i = 0; i < n && ntried < TRIED_MAX; i++)
@@ -1250,19 +1267,27 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 		    !to_dest((struct sockaddr *)&next, nlen, &d) ||
 		    !(n = find_owners(&d, owners, &pol)))
 			goto out_fail;
-		rlb_log(RLB_LOG_DEBUG, "connect failed (%s): failing over",
-			strerror(err));
+		if (rlb_log_enabled(RLB_LOG_DEBUG)) {
+			char b1[64], b2[64];
+
+			rlb_log(RLB_LOG_DEBUG,
+				"connect to %s failed (%s): failing over to %s",
+				dest_str(&from, b1, sizeof(b1)), strerror(err),
+				dest_str(&d, b2, sizeof(b2)));
+		}
+		from = d;
 		/* Back to an unconnected socket, whatever the failure left. */
 		abort_attempt(fd);
 		sa = (struct sockaddr *)&next;
 		len = nlen;
 		rc = connect_bounded(fd, sa, len, &d, &pol, blocking, NULL,
-				     true);
-		if (!blocking) {
+				     true, in_getsockopt);
+		if (so_error) {
 			if (rc == 0)
 				return 0;
 			err = errno;
-			if ((err == EINPROGRESS || err == EALREADY) &&
+			if (!blocking &&
+			    (err == EINPROGRESS || err == EALREADY) &&
 			    (err = wait_connected(fd, &d)) == 0)
 				return 0;
 		} else {
@@ -1274,7 +1299,7 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 			goto out_fail;
 	}
 out_fail:
-	if (!blocking)
+	if (so_error)
 		return err;
 	errno = err;
 	return -1;
@@ -1304,9 +1329,15 @@ static void skip_stale(const struct sockaddr **sa, socklen_t *len,
 	    !to_dest((struct sockaddr *)next, nlen, &nd) ||
 	    !(nn = find_owners(&nd, nowners, &npol)))
 		return;
-	rlb_log(RLB_LOG_DEBUG,
-		"replica failed since it was handed out: connecting to the "
-		"next one instead");
+	if (rlb_log_enabled(RLB_LOG_DEBUG)) {
+		char b1[64], b2[64];
+
+		rlb_log(RLB_LOG_DEBUG,
+			"%s has failed since it was handed out: connecting "
+			"to %s instead",
+			dest_str(d, b1, sizeof(b1)),
+			dest_str(&nd, b2, sizeof(b2)));
+	}
 	*sa = (const struct sockaddr *)next;
 	*len = nlen;
 	*d = nd;
@@ -1355,7 +1386,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	flags = fcntl(fd, F_GETFL);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
 	rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
-			     repeat ? &prev : NULL, false);
+			     repeat ? &prev : NULL, false, false);
 	if (rc == 0 || !pol.failover)
 		return rc;
 	err = errno;
@@ -1374,7 +1405,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		errno = err;
 		return -1;
 	}
-	rc = fail_over(fd, sa, len, owners, n, err, blocking);
+	rc = fail_over(fd, sa, len, owners, n, err, blocking, false);
 	if (blocking || rc == 0)
 		return rc;
 	errno = rc;
@@ -1462,8 +1493,11 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		 */
 		if (n && pol.failover &&
 		    (flen = dest_sockaddr(fd, &copy.d, &failed)) > 0) {
-			err = fail_over(fd, (struct sockaddr *)&failed, flen,
-					owners, n, err, false);
+			int flags = fcntl(fd, F_GETFL);
+
+			err = fail_over(
+				fd, (struct sockaddr *)&failed, flen, owners, n,
+				err, flags >= 0 && !(flags & O_NONBLOCK), true);
 			memcpy(val, &err, sizeof(err));
 		}
 	}
