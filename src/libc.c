@@ -51,6 +51,11 @@ static int missing_gethostbyname2_r(const char *name, int af,
 	return missing_gethostbyname_r(name, ret, buf, len, result, h_errnop);
 }
 
+static int syscall_socket(int domain, int type, int protocol)
+{
+	return (int)syscall(SYS_socket, domain, type, protocol);
+}
+
 static int syscall_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	return (int)syscall(SYS_connect, fd, sa, len);
@@ -89,6 +94,7 @@ static void bind_table(void)
 	BIND(gethostbyname2, missing_gethostbyname2);
 	BIND(gethostbyname_r, missing_gethostbyname_r);
 	BIND(gethostbyname2_r, missing_gethostbyname2_r);
+	BIND(socket, syscall_socket);
 	BIND(connect, syscall_connect);
 	BIND(getsockopt, syscall_getsockopt);
 	BIND(close, syscall_close);

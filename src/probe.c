@@ -1,30 +1,47 @@
 /* probe.c - one pass of TCP connects to every replica of a config, each
- * within its cluster's connect_timeout_ms, all at once; a replica that
- * connects on none of its addresses counts one error, as a failed
- * connect of a program's would (design.md §6, replicalbctl probe). */
+ * within its cluster's connect_timeout_ms, as many at once as the
+ * descriptor limit allows; a replica that connects on none of its
+ * addresses counts one error, as a failed connect of a program's would,
+ * and a failure of ours counts nothing (design.md §6.1). */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "rlb.h"
 
 #define PROBE_MAX_ADDRS 8 /* addresses tried per replica */
+/* Descriptors left to everything else while a pass runs: the resolver,
+ * the state files, logging. */
+#define PROBE_FD_RESERVE 16
 
-/* One connect in flight. */
+/* One connect to one address of a replica. */
 struct attempt {
 	struct rlb_probe_result *r; /* the replica's result */
-	int fd;			    /* -1: finished */
-	int64_t deadline_ms;
+	int fd;			    /* open while connecting, else -1 */
+	int64_t timeout_ms;	    /* the cluster's bound; 0: none */
+	int64_t start_ms;	    /* when its own connect started */
 	struct sockaddr_storage addr;
 	socklen_t len;
+};
+
+/* A replica's own addresses, found before any connect starts. */
+struct target {
+	struct rlb_probe_result *r;
+	int64_t timeout_ms;
+	int n; /* addresses in addr[] */
+	struct sockaddr_storage addr[PROBE_MAX_ADDRS];
+	socklen_t len[PROBE_MAX_ADDRS];
 };
 
 static void addr_text(const struct sockaddr *sa, char *buf, size_t len)
@@ -41,78 +58,103 @@ static void addr_text(const struct sockaddr *sa, char *buf, size_t len)
 }
 
 /*
- * The addresses of replica r on port: its literals, else the real
- * resolver's answer (never cached: a probe looks afresh). Returns how
- * many went into out; *gai is the EAI_* code when the name does not
- * resolve.
+ * Whether a connect that failed with err is the replica's failure: the
+ * errno values a program's connect counts (design.md §5, the list of
+ * rlb_track_counts(), which lives in the preload layer). Anything else
+ * (EMFILE, ENOBUFS, EADDRNOTAVAIL, EACCES, ...) is ours.
  */
-static int replica_addresses(const struct rlb_replica *r, int port,
-			     struct sockaddr_storage *out, socklen_t *lens,
-			     int *gai)
+static bool replica_errno(int err)
+{
+	switch (err) {
+	case ECONNREFUSED:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+	case ECONNRESET:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Whether a failed lookup is the replica's: its name has no address. */
+static bool replica_gai(int gai)
+{
+	return gai == EAI_NONAME || gai == EAI_AGAIN || gai == EAI_FAIL ||
+	       gai == EAI_NODATA || gai == EAI_ADDRFAMILY;
+}
+
+/*
+ * Local failures that a finished attempt may cure (a descriptor, a
+ * buffer or a local port freed): retried while others are in flight.
+ */
+static bool retryable(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS ||
+	       err == ENOMEM || err == EADDRNOTAVAIL || err == EAGAIN;
+}
+
+/*
+ * The addresses of t's replica r on port: its literals, else the real
+ * resolver's answer (never cached: a probe looks afresh). A lookup that
+ * fails sets r->gai (and r->err for EAI_SYSTEM) and the outcome.
+ */
+static void target_resolve(struct target *t, const struct rlb_replica *r,
+			   int port)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_NUMERICSERV},
 			*res = NULL, *ai;
 	char service[8];
-	int n = 0, rc;
+	int rc;
 
-	for (size_t k = 0; k < r->nliteral && n < PROBE_MAX_ADDRS; k++) {
+	t->n = 0;
+	for (size_t k = 0; k < r->nliteral && t->n < PROBE_MAX_ADDRS; k++) {
 		const struct rlb_addr *lit = &r->literal[k];
+		struct sockaddr_storage *out = &t->addr[t->n];
 
-		memset(&out[n], 0, sizeof(out[n]));
+		memset(out, 0, sizeof(*out));
 		if (lit->family == AF_INET) {
-			struct sockaddr_in *in = (void *)&out[n];
+			struct sockaddr_in *in = (void *)out;
 
 			in->sin_family = AF_INET;
 			in->sin_port = htons((uint16_t)port);
 			memcpy(&in->sin_addr, lit->bytes, 4);
-			lens[n++] = sizeof(*in);
+			t->len[t->n++] = sizeof(*in);
 		} else {
-			struct sockaddr_in6 *in6 = (void *)&out[n];
+			struct sockaddr_in6 *in6 = (void *)out;
 
 			in6->sin6_family = AF_INET6;
 			in6->sin6_port = htons((uint16_t)port);
 			memcpy(&in6->sin6_addr, lit->bytes, 16);
-			lens[n++] = sizeof(*in6);
+			t->len[t->n++] = sizeof(*in6);
 		}
 	}
 	if (r->nliteral)
-		return n;
+		return;
 	snprintf(service, sizeof(service), "%d", port);
+	errno = 0;
 	rc = rlb_libc()->getaddrinfo(r->host, service, &hints, &res);
 	if (rc) {
-		*gai = rc;
-		return 0;
+		t->r->gai = rc;
+		t->r->err = rc == EAI_SYSTEM ? errno : 0;
+		t->r->outcome =
+			replica_gai(rc) ? RLB_PROBE_FAILED : RLB_PROBE_LOCAL;
+		return;
 	}
-	for (ai = res; ai && n < PROBE_MAX_ADDRS; ai = ai->ai_next) {
-		if (ai->ai_addrlen > sizeof(out[n]))
+	for (ai = res; ai && t->n < PROBE_MAX_ADDRS; ai = ai->ai_next) {
+		if (ai->ai_addrlen > sizeof(t->addr[0]))
 			continue;
-		memcpy(&out[n], ai->ai_addr, ai->ai_addrlen);
-		lens[n++] = ai->ai_addrlen;
+		memcpy(&t->addr[t->n], ai->ai_addr, ai->ai_addrlen);
+		t->len[t->n++] = ai->ai_addrlen;
 	}
 	rlb_libc()->freeaddrinfo(res);
-	return n;
-}
-
-/* Start a non-blocking connect; false when it finished at once. */
-static bool attempt_start(struct attempt *a)
-{
-	int fd = socket(a->addr.ss_family,
-			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	a->fd = -1;
-	if (fd < 0) {
-		a->r->err = errno;
-		return false;
+	if (t->n == 0) {
+		t->r->gai = EAI_NONAME;
+		t->r->outcome = RLB_PROBE_FAILED;
 	}
-	if (rlb_libc()->connect(fd, (struct sockaddr *)&a->addr, a->len) == 0 ||
-	    errno == EINPROGRESS) {
-		a->fd = fd;
-		return true;
-	}
-	a->r->err = errno;
-	rlb_libc()->close(fd);
-	return false;
 }
 
 /* An attempt is over: err 0 means connected. */
@@ -120,54 +162,158 @@ static void attempt_end(struct attempt *a, int err, int64_t now)
 {
 	struct rlb_probe_result *r = a->r;
 
-	rlb_libc()->close(a->fd);
+	if (a->fd >= 0)
+		rlb_libc()->close(a->fd);
 	a->fd = -1;
-	if (r->ok)
+	if (r->outcome == RLB_PROBE_OK)
 		return;
 	if (err == 0) {
-		r->ok = true;
+		r->outcome = RLB_PROBE_OK;
 		r->err = 0;
-		r->ms = now - r->start_ms;
-		addr_text((struct sockaddr *)&a->addr, r->address,
-			  sizeof(r->address));
-		return;
+		r->ms = now - a->start_ms;
+	} else if (replica_errno(err)) {
+		r->err = err;
+	} else {
+		r->local_err = err;
 	}
-	r->err = err;
 	addr_text((struct sockaddr *)&a->addr, r->address, sizeof(r->address));
 }
 
-/* Poll every attempt until it connects, fails or passes its deadline. */
+/*
+ * Start a's non-blocking connect. Returns 1 when it is in flight, 0 when
+ * it is over (attempt_end() done), -1 when it failed with a local error
+ * that a finished attempt may cure (nothing done: try again later).
+ */
+static int attempt_start(struct attempt *a, bool may_retry)
+{
+	int fd, err;
+
+	a->start_ms = rlb_monotonic_ms();
+	fd = rlb_libc()->socket(a->addr.ss_family,
+				SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		err = errno;
+		goto out_failed;
+	}
+	/* EINTR: the connect goes on in the background, as EINPROGRESS. */
+	if (rlb_libc()->connect(fd, (struct sockaddr *)&a->addr, a->len) == 0 ||
+	    errno == EINPROGRESS || errno == EINTR) {
+		a->fd = fd;
+		return 1;
+	}
+	err = errno;
+	rlb_libc()->close(fd);
+out_failed:
+	if (may_retry && retryable(err))
+		return -1;
+	attempt_end(a, err, rlb_monotonic_ms());
+	return 0;
+}
+
+/*
+ * How many connects may be in flight at once: the descriptors the soft
+ * limit leaves after those open now and a reserve, at least 1.
+ */
+static size_t fd_budget(void)
+{
+	struct rlimit rl;
+	size_t open_now = 0;
+	DIR *d;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return SIZE_MAX;
+	d = opendir("/proc/self/fd");
+	if (d) {
+		while (readdir(d))
+			open_now++;
+		closedir(d); /* counted ".", ".." and its own: 3 too many */
+		open_now = open_now > 3 ? open_now - 3 : 0;
+	}
+	if (rl.rlim_cur <= open_now + PROBE_FD_RESERVE)
+		return 1;
+	return (size_t)(rl.rlim_cur - open_now - PROBE_FD_RESERVE);
+}
+
+static int64_t deadline_of(const struct attempt *a)
+{
+	return a->timeout_ms > 0 ? a->start_ms + a->timeout_ms : INT64_MAX;
+}
+
+/*
+ * Run every attempt to its end: start them in order while fewer than the
+ * budget are in flight, poll, read every result that arrived, and only
+ * then give up those past their own deadline. A local failure that a
+ * finished attempt may cure waits for one to finish.
+ */
 static void run_attempts(struct attempt *att, size_t n)
 {
-	struct pollfd *pfd = calloc(n ? n : 1, sizeof(*pfd));
-	size_t *map = calloc(n ? n : 1, sizeof(*map));
+	size_t cap = fd_budget(), next = 0, live = 0;
+	struct pollfd *pfd;
+	size_t *map;
 
-	if (!pfd || !map)
+	if (cap > n)
+		cap = n ? n : 1;
+	pfd = calloc(cap, sizeof(*pfd));
+	map = calloc(cap, sizeof(*map));
+	if (!pfd || !map) {
+		for (size_t i = 0; i < n; i++)
+			attempt_end(&att[i], ENOMEM, rlb_monotonic_ms());
 		goto out_free;
+	}
 	for (;;) {
-		int64_t now = rlb_monotonic_ms(), wait = -1;
-		size_t live = 0;
+		int64_t now, wait = -1;
+		size_t kept = 0;
+		int rc;
 
-		for (size_t i = 0; i < n; i++) {
-			struct attempt *a = &att[i];
+		/* Start what the budget allows; a replica already answered
+		 * needs no more of its addresses. */
+		while (next < n && live < cap) {
+			struct attempt *a = &att[next];
 
-			if (a->fd < 0)
-				continue;
-			if (now >= a->deadline_ms) {
-				attempt_end(a, ETIMEDOUT, now);
+			if (a->r->outcome == RLB_PROBE_OK) {
+				next++;
 				continue;
 			}
-			if (wait < 0 || a->deadline_ms - now < wait)
-				wait = a->deadline_ms - now;
-			pfd[live].fd = a->fd;
-			pfd[live].events = POLLOUT;
-			pfd[live].revents = 0;
-			map[live++] = i;
+			rc = attempt_start(a, live > 0);
+			if (rc < 0) {
+				cap = live; /* until one of them finishes */
+				break;
+			}
+			next++;
+			if (rc == 1) {
+				pfd[live].fd = a->fd;
+				pfd[live].events = POLLOUT;
+				map[live++] = (size_t)(a - att);
+			}
 		}
 		if (live == 0)
-			break;
-		if (poll(pfd, live, (int)wait) < 0 && errno != EINTR)
-			break;
+			break; /* next == n: a local error needs live > 0 */
+		now = rlb_monotonic_ms();
+		for (size_t k = 0; k < live; k++) {
+			int64_t d = deadline_of(&att[map[k]]);
+
+			if (d == INT64_MAX)
+				continue;
+			d = d > now ? d - now : 0;
+			if (wait < 0 || d < wait)
+				wait = d;
+		}
+		if (wait > INT_MAX)
+			wait = INT_MAX;
+		for (size_t k = 0; k < live; k++)
+			pfd[k].revents = 0;
+		rc = poll(pfd, live, (int)wait);
+		if (rc < 0 && errno != EINTR) {
+			int err = errno;
+
+			/* Ours: nothing to judge the replicas by. */
+			for (size_t k = 0; k < live; k++)
+				attempt_end(&att[map[k]], err,
+					    rlb_monotonic_ms());
+			live = 0;
+			continue;
+		}
+		/* Every result that arrived first, then the deadlines. */
 		now = rlb_monotonic_ms();
 		for (size_t k = 0; k < live; k++) {
 			struct attempt *a = &att[map[k]];
@@ -181,6 +327,20 @@ static void run_attempts(struct attempt *att, size_t n)
 				err = errno;
 			attempt_end(a, err, now);
 		}
+		for (size_t k = 0; k < live; k++) {
+			struct attempt *a = &att[map[k]];
+
+			if (a->fd >= 0 && now >= deadline_of(a))
+				attempt_end(a, ETIMEDOUT, now);
+		}
+		/* Keep the ones still in flight, in order. */
+		for (size_t k = 0; k < live; k++) {
+			if (att[map[k]].fd < 0)
+				continue;
+			pfd[kept] = pfd[k];
+			map[kept++] = map[k];
+		}
+		live = kept;
 	}
 out_free:
 	for (size_t i = 0; i < n; i++)
@@ -190,79 +350,94 @@ out_free:
 	free(map);
 }
 
+/*
+ * Count one error against replica i of c, and tell whether it is in the
+ * shared state afterwards: the cluster's state is its file (not private
+ * memory: a directory we cannot write, a refused or deferred file) and
+ * the replica has a slot that holds a count (a full table has none).
+ */
+static bool count_error(struct rlb_cluster *c, size_t i)
+{
+	rlb_health_add_errors(c, i, 1, rlb_now());
+	if (strcmp(rlb_health_path(c->health), "(private)") == 0)
+		return false;
+	return c->s.error_cap <= 0 ||
+	       rlb_health_errors(c, i, rlb_now(), false) > 0;
+}
+
 struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults)
 {
 	struct rlb_probe_result *res;
-	struct attempt *att;
+	struct target *tgt;
+	struct attempt *att = NULL;
 	size_t n = 0, natt = 0;
 
 	for (size_t ci = 0; ci < cfg->nclusters; ci++)
 		n += cfg->clusters[ci].nreplicas;
 	res = calloc(n ? n : 1, sizeof(*res));
-	att = calloc(n ? n * PROBE_MAX_ADDRS : 1, sizeof(*att));
-	if (!res || !att) {
-		free(res);
-		free(att);
-		return NULL;
-	}
+	tgt = calloc(n ? n : 1, sizeof(*tgt));
+	if (!res || !tgt)
+		goto out_nomem;
+	/* Every lookup before any connect starts: a slow one delays the
+	 * pass but charges no other replica's bound. */
 	n = 0;
 	for (size_t ci = 0; ci < cfg->nclusters; ci++) {
 		struct rlb_cluster *c = &cfg->clusters[ci];
 
 		for (size_t i = 0; i < c->nreplicas; i++) {
-			struct rlb_probe_result *r = &res[n++];
-			struct sockaddr_storage addrs[PROBE_MAX_ADDRS];
-			socklen_t lens[PROBE_MAX_ADDRS];
-			int got;
+			struct rlb_probe_result *r = &res[n];
+			struct target *t = &tgt[n++];
 
 			r->cluster = ci;
 			r->replica = i;
 			r->port = c->replicas[i].port;
-			r->start_ms = rlb_monotonic_ms();
+			t->r = r;
+			t->timeout_ms = c->s.connect_timeout_ms;
 			if (!r->port) {
-				r->err = EDESTADDRREQ; /* the program's port */
+				r->outcome = RLB_PROBE_NO_PORT;
 				continue;
 			}
-			got = replica_addresses(&c->replicas[i], r->port, addrs,
-						lens, &r->gai);
-			if (got == 0) {
-				if (!r->gai)
-					r->gai = EAI_NONAME;
-				continue;
-			}
-			for (int k = 0; k < got; k++) {
-				struct attempt *a = &att[natt];
-
-				a->r = r;
-				a->addr = addrs[k];
-				a->len = lens[k];
-				a->deadline_ms =
-					r->start_ms + c->s.connect_timeout_ms;
-				if (attempt_start(a))
-					natt++;
-				else
-					addr_text((struct sockaddr *)&addrs[k],
-						  r->address,
-						  sizeof(r->address));
-			}
+			r->outcome = RLB_PROBE_FAILED;
+			target_resolve(t, &c->replicas[i], r->port);
+			natt += (size_t)t->n;
 		}
 	}
+	att = calloc(natt ? natt : 1, sizeof(*att));
+	if (!att)
+		goto out_nomem;
+	natt = 0;
+	for (size_t k = 0; k < n; k++) {
+		for (int j = 0; j < tgt[k].n; j++) {
+			struct attempt *a = &att[natt++];
+
+			a->r = tgt[k].r;
+			a->fd = -1;
+			a->timeout_ms = tgt[k].timeout_ms;
+			a->addr = tgt[k].addr[j];
+			a->len = tgt[k].len[j];
+		}
+	}
+	free(tgt);
+	tgt = NULL;
 	run_attempts(att, natt);
 	free(att);
-	/* Count what a program's connect (or lookup) would have counted. */
+	/* Count what a program's connect (or lookup) would have counted;
+	 * a replica we could not probe on every address counts nothing. */
 	for (size_t k = 0; k < n; k++) {
 		struct rlb_probe_result *r = &res[k];
-		struct rlb_cluster *c = &cfg->clusters[r->cluster];
-		bool counts = !r->ok && (r->gai ? r->gai == EAI_NONAME ||
-							  r->gai == EAI_AGAIN ||
-							  r->gai == EAI_FAIL
-						: r->err != EDESTADDRREQ);
 
-		if (counts) {
-			rlb_health_add_errors(c, r->replica, 1, rlb_now());
-			r->counted = true;
-		}
+		if (r->outcome == RLB_PROBE_FAILED && !r->gai && r->local_err)
+			r->outcome = RLB_PROBE_LOCAL;
+		if (r->outcome != RLB_PROBE_FAILED)
+			continue;
+		r->counted =
+			count_error(&cfg->clusters[r->cluster], r->replica);
 	}
 	*nresults = n;
 	return res;
+out_nomem:
+	free(res);
+	free(tgt);
+	free(att);
+	return NULL;
 }

@@ -515,43 +515,63 @@ static int cmd_record_error(struct rlb_config *cfg, const struct ctl_opts *o)
 static struct rlb_config *load_config(const struct ctl_opts *o);
 static const char *local_fqdn(void);
 
-/* Why a probe of r failed, in words. */
-static const char *probe_why(const struct rlb_probe_result *r)
+/* Why a probe of r failed, in words (into buf); NULL when it did not. */
+static const char *probe_why(const struct rlb_probe_result *r, char *buf,
+			     size_t len)
 {
-	if (r->ok)
+	const char *why;
+
+	switch (r->outcome) {
+	case RLB_PROBE_OK:
 		return NULL;
-	if (r->gai)
-		return gai_strerror(r->gai);
-	if (r->err == EDESTADDRREQ)
+	case RLB_PROBE_NO_PORT:
 		return "no port of its own (the program's): not probed";
-	return strerror(r->err);
+	case RLB_PROBE_LOCAL:
+		if (r->gai == EAI_SYSTEM)
+			why = strerror(r->err);
+		else if (r->gai)
+			why = gai_strerror(r->gai);
+		else
+			why = strerror(r->local_err);
+		snprintf(buf, len, "not probed: local error: %s", why);
+		return buf;
+	case RLB_PROBE_FAILED:
+		break;
+	}
+	return r->gai ? gai_strerror(r->gai) : strerror(r->err);
 }
 
 static void probe_print(const struct rlb_config *cfg,
 			const struct rlb_probe_result *res, size_t n, bool json)
 {
 	if (json)
-		fputs("{\"time\": ", stdout);
-	if (json)
-		printf("%" PRId64 ", \"probes\": [", rlb_now());
+		printf("{\"time\": %" PRId64 ", \"probes\": [", rlb_now());
 	for (size_t k = 0; k < n; k++) {
 		const struct rlb_probe_result *r = &res[k];
 		const struct rlb_cluster *c = &cfg->clusters[r->cluster];
-		const char *why = probe_why(r);
-		char label[CTL_LABEL_MAX];
+		char label[CTL_LABEL_MAX], buf[160];
+		const char *why = probe_why(r, buf, sizeof(buf));
+		bool failed = r->outcome == RLB_PROBE_FAILED;
 
 		if (!json) {
 			if (k == 0 || res[k - 1].cluster != r->cluster)
 				printf("CLUSTER %s\n", c->name);
 			replica_label(&c->replicas[r->replica], label,
 				      sizeof(label));
-			if (r->ok)
+			if (r->outcome == RLB_PROBE_OK)
 				printf("  %s %s ok %" PRId64 " ms\n", label,
 				       r->address, r->ms);
+			else if (r->outcome == RLB_PROBE_LOCAL)
+				printf("  %s %s %s\n", label,
+				       r->address[0] ? r->address : "-", why);
 			else
 				printf("  %s %s failed: %s%s\n", label,
 				       r->address[0] ? r->address : "-", why,
-				       r->counted ? " (error counted)" : "");
+				       !failed	    ? ""
+				       : r->counted ? " (error counted)"
+						    : " (error not stored: "
+						      "the state file cannot "
+						      "be used)");
 			continue;
 		}
 		fputs(k ? ", {\"cluster\": " : "{\"cluster\": ", stdout);
@@ -567,13 +587,19 @@ static void probe_print(const struct rlb_config *cfg,
 			json_string(r->address);
 		else
 			fputs("null", stdout);
-		printf(", \"ok\": %s, \"ms\": ", r->ok ? "true" : "false");
-		if (r->ok)
+		printf(", \"ok\": %s, \"ms\": ",
+		       r->outcome == RLB_PROBE_OK ? "true" : "false");
+		if (r->outcome == RLB_PROBE_OK)
 			printf("%" PRId64, r->ms);
 		else
 			fputs("null", stdout);
-		printf(", \"counted\": %s, \"error\": ",
-		       r->counted ? "true" : "false");
+		printf(", \"counted\": %s, \"stored\": %s, \"ours\": %s",
+		       r->counted ? "true" : "false",
+		       !failed	    ? "null"
+		       : r->counted ? "true"
+				    : "false",
+		       r->outcome == RLB_PROBE_LOCAL ? "true" : "false");
+		fputs(", \"error\": ", stdout);
 		if (why)
 			json_string(why);
 		else
@@ -585,7 +611,12 @@ static void probe_print(const struct rlb_config *cfg,
 	fflush(stdout);
 }
 
-/* One pass over cfg; 0 when every probed replica answered, else 3. */
+/*
+ * One pass over cfg. 0: every probed replica answered; 3: some replica
+ * failed and every such failure was counted in the shared state; 4: the
+ * probe fell short: a failure it could not store, or a replica it could
+ * not probe for a failure of ours (4 wins over 3). 1: out of memory.
+ */
 static int probe_pass(struct rlb_config *cfg, bool json)
 {
 	struct rlb_probe_result *res;
@@ -598,9 +629,15 @@ static int probe_pass(struct rlb_config *cfg, bool json)
 		return 1;
 	}
 	probe_print(cfg, res, n, json);
-	for (size_t k = 0; k < n; k++)
-		if (res[k].counted)
+	for (size_t k = 0; k < n; k++) {
+		const struct rlb_probe_result *r = &res[k];
+
+		if (r->outcome == RLB_PROBE_LOCAL ||
+		    (r->outcome == RLB_PROBE_FAILED && !r->counted))
+			rc = 4;
+		else if (r->counted && rc == 0)
 			rc = 3;
+	}
 	free(res);
 	return rc;
 }
