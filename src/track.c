@@ -458,6 +458,8 @@ static void report_dest(const struct dest *d, int err, int64_t age_ms,
 	report(&f);
 }
 
+static int syncnt_for(int64_t timeout_ms);
+
 static struct fd_slot *fd_slot(int fd)
 {
 	if (!fd_table || fd < 0 || fd >= FD_SLOTS)
@@ -510,6 +512,15 @@ static bool never_connected(int fd)
 		return false;
 	return ti.tcpi_state == TCP_CLOSE && ti.tcpi_rtt == 0 &&
 	       ti.tcpi_options == 0;
+}
+
+/* Whether fd's connect established at some time, whatever since. */
+static bool connected_once(int fd)
+{
+	int state = tcp_state(fd);
+
+	return state >= 0 && state != TCP_SYN_SENT &&
+	       !(state == TCP_CLOSE && never_connected(fd));
 }
 
 static void slot_store(struct fd_slot *s, const struct pending_connect *p)
@@ -610,10 +621,19 @@ static bool take_pending(int fd, struct pending_connect *copy)
 	return take_entry(fd, 0, copy) && copy->ino == (uint64_t)socket_ino(fd);
 }
 
-/* Give the program back its TCP_SYNCNT, if the bound changed it. */
+/*
+ * Give the program back its TCP_SYNCNT, if the bound changed it and the
+ * program has set none of its own since.
+ */
 static void restore_syncnt(int fd, const struct pending_connect *p)
 {
-	if (p->syncnt > 0)
+	int now = 0;
+	socklen_t len = sizeof(now);
+
+	if (p->syncnt > 0 &&
+	    rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &now, &len) ==
+		    0 &&
+	    now == syncnt_for(p->timeout_ms))
 		setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
 			   sizeof(p->syncnt));
 }
@@ -696,8 +716,7 @@ static bool won_since(const struct pending_connect *p, int fd)
 		slot_load(s, &q);
 		found = q.start_ms >= p->start_ms &&
 			q.ino == (uint64_t)socket_ino(v - 1) &&
-			tcp_state(v - 1) == TCP_ESTABLISHED &&
-			other_replica_of(&q.d, &p->d);
+			connected_once(v - 1) && other_replica_of(&q.d, &p->d);
 	}
 	return found;
 }
@@ -809,7 +828,7 @@ static void sweep(int fd, const struct rlb_owner *owners, size_t n,
 		gone = p.ino != (uint64_t)socket_ino(v - 1);
 		if (v - 1 == fd && !gone)
 			continue; /* the socket being connected now */
-		if (!gone && !at_exit && tcp_state(v - 1) != TCP_ESTABLISHED)
+		if (!gone && !at_exit && !connected_once(v - 1))
 			continue;
 		if (!take_entry(v - 1, seq, &p))
 			continue;
