@@ -127,6 +127,10 @@ for m in man1/replicalb.1 man1/replicalbctl.1 man5/replicalb.conf.5; do
 done
 check_glob "replicalb --help names the same default config" \
 	"*Config: \$REPLICALB_CONFIG, else $conf.*" "$(replicalb --help)"
+out=$(replicalb -p nearest true 2>&1)
+check_glob "the installed wrapper: replicalbctl's did-you-mean for -p" \
+	"2 *unknown policy \"nearest\"; did you mean \"nearest_hostname\"?*" \
+	"$? $out"
 check "man renders the installed replicalb(1)" \
 	env MANWIDTH=80 man -l "$prefix/share/man/man1/replicalb.1"
 
