@@ -36,3 +36,42 @@ rlb_bootstrap()
 		(cd "$top" && autoreconf -fi >/dev/null 2>&1) || (cd "$top" && autoreconf -fi)
 	fi
 }
+
+# The source tree to configure out-of-tree builds of $1 from, printed on
+# stdout: $1 itself, or, when $1 is configured in place (the README's
+# in-tree `./configure && make`), a copy of it in $2 cleaned with
+# `make distclean`: configure refuses an out-of-tree build of a configured
+# tree, and make would take the in-tree objects for the build's own.
+rlb_build_source()
+{
+	local top=$1 copy=$2
+	if [ ! -f "$top/config.status" ]; then
+		printf '%s\n' "$top"
+		return 0
+	fi
+	echo "==> $top is configured in place; building from a clean copy, $copy" >&2
+	rm -rf "$copy" && mkdir -p "$copy" || return 1
+	(cd "$top" && tar --exclude=./build --exclude=./.git -cf - .) |
+		(cd "$copy" && tar -xf -) || return 1
+	if ! (cd "$copy" && make distclean) >"$copy.distclean.log" 2>&1; then
+		# A broken in-tree build: remove what configure and make leave.
+		find "$copy" \( -name '*.o' -o -name '*.lo' -o -name '*.la' -o \
+			-name .libs -o -name .deps -o -name '*.trs' \) -prune \
+			-exec rm -rf {} + || return 1
+		rm -f "$copy/config.status" "$copy/config.h" "$copy/libtool" \
+			"$copy/Makefile" "$copy/stamp-h1"
+	fi
+	printf '%s\n' "$copy"
+}
+
+# Start build directory $2 over when it was configured from a source tree
+# other than $1 (make there would re-run that tree's configure).
+rlb_claim_build_dir()
+{
+	local src=$1 dir=$2 was
+	[ -f "$dir/Makefile" ] || return 0
+	was=$(sed -n 's/^abs_top_srcdir = //p' "$dir/Makefile")
+	[ "$was" = "$src" ] && return 0
+	echo "==> $dir was configured from ${was:-another tree}; starting it over" >&2
+	rm -rf "$dir"
+}

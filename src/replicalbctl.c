@@ -72,7 +72,8 @@ static const char usage_text[] =
 	"                            count errors against a replica\n"
 	"  reset [CLUSTER [HOST[:PORT]]]\n"
 	"                            zero error counts\n"
-	"  policies                  list the load_balancing policies\n"
+	"  policies [NAME]           list the load_balancing policies, or the\n"
+	"                            one NAME names or is closest to\n"
 	"  probe [--interval S] [--json]\n"
 	"                            connect to every replica, count failures\n"
 	"\n"
@@ -247,8 +248,27 @@ static ssize_t find_replica(const struct rlb_cluster *c, const char *spec)
 	return found;
 }
 
+/*
+ * Without NAME, every policy; with NAME, the policy it names or the
+ * closest one (the config's "did you mean"), exit 1 when none is close:
+ * the wrapper's hint for `replicalb -p`.
+ */
 static int cmd_policies(struct rlb_config *cfg, const struct ctl_opts *o)
 {
+	if (o->nargs == 2) {
+		enum rlb_policy p;
+		const char *close;
+
+		if (rlb_policy_parse(o->args[1], &p) == 0) {
+			puts(rlb_policy_name(p));
+			return 0;
+		}
+		close = rlb_policy_suggest(o->args[1]);
+		if (!close)
+			return 1;
+		puts(close);
+		return 0;
+	}
 	for (int p = 0; p < RLB_POLICY_COUNT; p++)
 		puts(rlb_policy_name((enum rlb_policy)p));
 	return 0;
@@ -256,6 +276,8 @@ static int cmd_policies(struct rlb_config *cfg, const struct ctl_opts *o)
 
 static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
 {
+	if (cfg->nclusters == 0)
+		puts("no clusters: every name passes through unchanged");
 	for (size_t k = 0; k < cfg->nclusters; k++) {
 		const struct rlb_cluster *c = &cfg->clusters[k];
 
@@ -544,6 +566,8 @@ static const char *probe_why(const struct rlb_probe_result *r, char *buf,
 static void probe_print(const struct rlb_config *cfg,
 			const struct rlb_probe_result *res, size_t n, bool json)
 {
+	if (!json && cfg->nclusters == 0)
+		puts("no clusters: nothing to probe");
 	if (json)
 		printf("{\"time\": %" PRId64 ", \"probes\": [", rlb_now());
 	for (size_t k = 0; k < n; k++) {
@@ -721,7 +745,7 @@ static const struct ctl_cmd commands[] = {
 	{"status", 0, 1, CTL_OPT_JSON, CTL_NEEDS_LOOK, cmd_status},
 	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
 	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
-	{"policies", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_policies},
+	{"policies", 0, 1, 0, CTL_NEEDS_NOTHING, cmd_policies},
 	{"probe", 0, 0, CTL_OPT_JSON | CTL_OPT_INTERVAL, CTL_NEEDS_RUNTIME,
 	 cmd_probe},
 };

@@ -146,6 +146,20 @@ hostname_longest_common_suffix
 in_order
 first_or_random
 round_robin" ctl policies
+expect "policies NAME: a valid name as it is" 0 "in_order" ctl policies in_order
+expect "policies NAME: the closest valid one" 0 "nearest_hostname" \
+	ctl policies nearest
+expect "policies NAME: none close, exit 1" 1 "" ctl policies xyzzy
+
+# --- the installed sample: nothing declared, nothing to probe ------------
+
+cp "$top_srcdir/etc/replicalb.conf" "$tmp/sample.conf"
+chmod 0644 "$tmp/sample.conf"
+expect "check: the sample declares no cluster" 0 \
+	"no clusters: every name passes through unchanged
+ok" "$CTL" -c "$tmp/sample.conf" check
+expect "probe: no clusters, nothing to probe, exit 0" 0 \
+	"no clusters: nothing to probe" "$CTL" -c "$tmp/sample.conf" probe
 
 run ctl --version
 if [[ $rc == 0 && $out =~ ^replicalbctl\ [0-9]+\.[0-9]+ ]]; then

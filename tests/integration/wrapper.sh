@@ -99,8 +99,16 @@ check_match "unknown option: exit 2" "2 *unknown option -x*" "$rc $out"
 
 out=$("$RLB" -p nearest true 2>&1)
 rc=$?
-check_match "unknown policy: exit 2 naming the valid ones" \
-	"2 *\"nearest\"*nearest_hostname*" "$rc $out"
+check_match "unknown policy: exit 2 and replicalbctl's did-you-mean" \
+	"2 *unknown policy \"nearest\"; did you mean \"nearest_hostname\"?*" \
+	"$rc $out"
+out=$("$RLB" -p in-order true 2>&1)
+check_match "a misspelt policy: its spelling suggested" \
+	"*did you mean \"in_order\"?*" "$out"
+out=$("$RLB" -p xyzzy true 2>&1)
+rc=$?
+check_match "a policy close to none: exit 2 naming the valid ones" \
+	"2 *\"xyzzy\"; one of: random,*round_robin*" "$rc $out"
 
 out=$("$RLB" -c "$tmp/nonexistent.conf" true 2>&1)
 rc=$?

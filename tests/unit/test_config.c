@@ -19,7 +19,6 @@
 #include "config_internal.h"
 #include "rlb.h"
 
-#define ETC_DIR TEST_DATA_DIR "/../../etc"
 #define MINIMAL "clusters = ( { name = \"c\"; replicas = ( \"a\" ); } );\n"
 
 static void dump_diag(const struct rlb_diag *d)
@@ -172,6 +171,111 @@ static void tmp_cleanup(const struct tmp *t)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The whole of a file as a NUL-terminated string (free()). */
+static char *file_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/*
+ * The fixtures (the .conf files of tests/data, the sample replicalb.conf and
+ * etc/apps.d) as the trust rule wants them: copies of mode 0644 in a
+ * private directory, whatever modes the checkout has (git archive and the
+ * tarballs made from it write group-writable ones).
+ */
+static struct tmp data;
+
+static const char *const data_files[] = {
+	"cfg_errors.conf",	     "cfg_full.conf",
+	"cfg_include.conf",	     "cfg_include_bad.conf",
+	"cfg_include_bad_part.conf", "cfg_include_part.conf",
+	"cfg_syntax.conf",
+};
+static const char *const etc_files[] = {
+	"replicalb.conf",
+	"apps.d/clickhouse-client.conf",
+	"apps.d/curl.conf",
+};
+
+static void data_copy(const char *from, const char *rel)
+{
+	size_t len;
+	char *text = file_text(from, &len);
+	char *p = tmp_path(&data, rel);
+
+	tmp_write(&data, rel, text);
+	assert_int_equal(chmod(p, 0644), 0);
+	free(p);
+	free(text);
+}
+
+static int data_setup(void **state)
+{
+	char *from, *dir;
+
+	tmp_make(&data);
+	for (size_t i = 0; i < sizeof(data_files) / sizeof(*data_files); i++) {
+		assert_true(asprintf(&from, "%s/%s", TEST_DATA_DIR,
+				     data_files[i]) > 0);
+		data_copy(from, data_files[i]);
+		free(from);
+	}
+	dir = tmp_path(&data, "etc");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	free(dir);
+	dir = tmp_path(&data, "etc/apps.d");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	free(dir);
+	for (size_t i = 0; i < sizeof(etc_files) / sizeof(*etc_files); i++) {
+		char *rel;
+
+		assert_true(asprintf(&from, "%s/../../etc/%s", TEST_DATA_DIR,
+				     etc_files[i]) > 0);
+		assert_true(asprintf(&rel, "etc/%s", etc_files[i]) > 0);
+		data_copy(from, rel);
+		free(from);
+		free(rel);
+	}
+	return 0;
+}
+
+static int data_teardown(void **state)
+{
+	tmp_cleanup(&data);
+	return 0;
+}
+
+/*
+ * D("/cfg_full.conf"): the copy's directory followed by rest, for paths
+ * and for messages that start with one. The result stays valid for the
+ * next 23 calls.
+ */
+static const char *D(const char *rest)
+{
+	static char ring[24][320];
+	static unsigned next;
+	char *s = ring[next++ % 24];
+
+	assert_true((size_t)snprintf(s, sizeof(ring[0]), "%s%s", data.dir,
+				     rest) < sizeof(ring[0]));
+	return s;
+}
+
 /* ---------------------------------------------------------------- */
 
 static void test_config_defaults(void **state)
@@ -215,7 +319,7 @@ static void test_config_defaults(void **state)
 static void test_config_full_fixture(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_full.conf",
+		.path = D("/cfg_full.conf"),
 	};
 	struct rlb_config *cfg = NULL;
 	struct rlb_diag d = {0};
@@ -237,8 +341,7 @@ static void test_config_full_fixture(void **state)
 	assert_int_equal(cfg->log_level, RLB_LOG_DEBUG);
 	assert_int_equal(cfg->log_target, RLB_LOG_SYSLOG);
 	assert_int_equal(cfg->files.n, 1);
-	assert_string_equal(cfg->files.stamps[0].path,
-			    TEST_DATA_DIR "/cfg_full.conf");
+	assert_string_equal(cfg->files.stamps[0].path, D("/cfg_full.conf"));
 	assert_true(cfg->files.stamps[0].exists);
 	assert_int_equal(cfg->nclusters, 2);
 
@@ -246,7 +349,7 @@ static void test_config_full_fixture(void **state)
 	c = &cfg->clusters[0];
 	assert_string_equal(c->name, "analytics.cluster");
 	assert_int_equal(c->name_hash, identity_of("analytics.cluster"));
-	assert_string_equal(c->file, TEST_DATA_DIR "/cfg_full.conf");
+	assert_string_equal(c->file, D("/cfg_full.conf"));
 	assert_int_equal(c->line, 15);
 	assert_int_equal(c->s.load_balancing, RLB_POLICY_NEAREST_HOSTNAME);
 	assert_int_equal(c->s.first_offset, 1);
@@ -904,37 +1007,37 @@ static void test_config_state_dir_absolute(void **state)
 static void test_config_errors_collected(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_errors.conf",
+		.path = D("/cfg_errors.conf"),
 	};
 	struct rlb_config *cfg = NULL;
 	struct rlb_diag d = {0};
-#define F TEST_DATA_DIR "/cfg_errors.conf:"
+#define F(msg) D("/cfg_errors.conf:" msg)
 
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
 	assert_null(cfg);
 	expect_diag(&d,
-		    F "2: unknown load_balancing \"nearest\"; did you mean "
-		      "\"nearest_hostname\"?",
-		    F "3: unknown log_level \"loud\"; valid: none, error, "
-		      "warning, info, debug",
-		    F "4: dns_cache_ttl must not be negative (-1)",
-		    F "5: connect_timeout_ms must be an integer",
-		    F "6: unknown setting \"replica_count\"",
-		    F "10: unknown load_balancing \"round-robin\"; did you "
-		      "mean \"round_robin\"?",
-		    F "11: state_dir is only valid at the top level",
-		    F "12: port 70000 out of range 1..65535",
-		    F "14: port 0 out of range 1..65535",
-		    F "15: priority must not be negative (-1)",
-		    F "15: unknown replica setting \"weight\"",
-		    F "16: replica has no host",
-		    F "19: invalid address \"10.0.0.256\"; expected an IPv4 "
-		      "or IPv6 literal",
-		    F "18: duplicate replica \"H3\" (first at line 17)",
-		    F "22: empty replicas list",
-		    F "22: duplicate cluster \"a.cluster\" (first at line 9)",
-		    F "23: cluster has no name",
-		    F "24: cluster \"b.cluster\" has no replicas", NULL);
+		    F("2: unknown load_balancing \"nearest\"; did you mean "
+		      "\"nearest_hostname\"?"),
+		    F("3: unknown log_level \"loud\"; valid: none, error, "
+		      "warning, info, debug"),
+		    F("4: dns_cache_ttl must not be negative (-1)"),
+		    F("5: connect_timeout_ms must be an integer"),
+		    F("6: unknown setting \"replica_count\""),
+		    F("10: unknown load_balancing \"round-robin\"; did you "
+		      "mean \"round_robin\"?"),
+		    F("11: state_dir is only valid at the top level"),
+		    F("12: port 70000 out of range 1..65535"),
+		    F("14: port 0 out of range 1..65535"),
+		    F("15: priority must not be negative (-1)"),
+		    F("15: unknown replica setting \"weight\""),
+		    F("16: replica has no host"),
+		    F("19: invalid address \"10.0.0.256\"; expected an IPv4 "
+		      "or IPv6 literal"),
+		    F("18: duplicate replica \"H3\" (first at line 17)"),
+		    F("22: empty replicas list"),
+		    F("22: duplicate cluster \"a.cluster\" (first at line 9)"),
+		    F("23: cluster has no name"),
+		    F("24: cluster \"b.cluster\" has no replicas"), NULL);
 #undef F
 	rlb_diag_free(&d);
 }
@@ -942,14 +1045,14 @@ static void test_config_errors_collected(void **state)
 static void test_config_syntax_error(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_syntax.conf",
+		.path = D("/cfg_syntax.conf"),
 	};
 	struct rlb_config *cfg = NULL;
 	struct rlb_diag d = {0};
 
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
 	assert_null(cfg);
-	expect_diag(&d, TEST_DATA_DIR "/cfg_syntax.conf:4: syntax error", NULL);
+	expect_diag(&d, D("/cfg_syntax.conf:4: syntax error"), NULL);
 	rlb_diag_free(&d);
 	expect_errors("a = 1;\nb = ;\n", "t.conf:2: syntax error", NULL);
 	expect_errors("a = 1;\na = 2;\n", "t.conf:2: duplicate setting name",
@@ -959,7 +1062,7 @@ static void test_config_syntax_error(void **state)
 static void test_config_include(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_include.conf",
+		.path = D("/cfg_include.conf"),
 	};
 	struct rlb_config *cfg = NULL;
 	struct rlb_diag d = {0};
@@ -976,11 +1079,11 @@ static void test_config_include(void **state)
 	rlb_config_free(cfg);
 
 	/* Errors name the included file by its path. */
-	src.path = TEST_DATA_DIR "/cfg_include_bad.conf";
+	src.path = D("/cfg_include_bad.conf");
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
 	expect_diag(&d,
-		    TEST_DATA_DIR "/cfg_include_bad_part.conf:3: dns_cache_ttl "
-				  "must not be negative (-1)",
+		    D("/cfg_include_bad_part.conf:3: dns_cache_ttl "
+		      "must not be negative (-1)"),
 		    NULL);
 	rlb_diag_free(&d);
 }
@@ -988,7 +1091,7 @@ static void test_config_include(void **state)
 static void test_config_missing_file(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_does_not_exist.conf",
+		.path = D("/cfg_does_not_exist.conf"),
 		.app = "curl",
 	};
 	struct rlb_config *cfg = (struct rlb_config *)&src;
@@ -999,22 +1102,20 @@ static void test_config_missing_file(void **state)
 	assert_int_equal(errno, EDOM);
 	assert_ptr_equal(cfg, (struct rlb_config *)&src);
 	assert_int_equal(d.n, 0);
-	src.path = TEST_DATA_DIR "/cfg_full.conf/x";
+	src.path = D("/cfg_full.conf/x");
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -ENOENT);
 	assert_int_equal(d.n, 0);
 }
 
 static void test_config_unreadable_file(void **state)
 {
-	struct rlb_config_source src = {.path = TEST_DATA_DIR};
+	struct rlb_config_source src = {.path = data.dir};
 	struct rlb_config *cfg = NULL;
 	struct rlb_diag d = {0};
 
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
 	assert_null(cfg);
-	expect_diag(&d,
-		    TEST_DATA_DIR ": not used: a directory, not a regular file",
-		    NULL);
+	expect_diag(&d, D(": not used: a directory, not a regular file"), NULL);
 	rlb_diag_free(&d);
 }
 
@@ -1230,7 +1331,7 @@ static void test_config_relative_path(void **state)
 static void test_config_env_overrides(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_full.conf",
+		.path = D("/cfg_full.conf"),
 		.env_policy = "first_or_random",
 		.env_hostname = "env.example.net",
 		.env_state_dir = "/tmp/rlb-env-state",
@@ -1260,7 +1361,7 @@ static void test_config_env_overrides(void **state)
 static void test_config_env_invalid(void **state)
 {
 	struct rlb_config_source src = {
-		.path = TEST_DATA_DIR "/cfg_full.conf",
+		.path = D("/cfg_full.conf"),
 		.env_policy = "nearest",
 		.env_log_level = "chatty",
 	};
@@ -1286,10 +1387,10 @@ static void test_config_env_invalid(void **state)
 	src.env_policy = "nearest";
 
 	/* Collected together with the file's errors. */
-	src.path = TEST_DATA_DIR "/cfg_syntax.conf";
+	src.path = D("/cfg_syntax.conf");
 	src.env_log_level = NULL;
 	assert_int_equal(rlb_config_load(&src, &cfg, &d), -EINVAL);
-	expect_diag(&d, TEST_DATA_DIR "/cfg_syntax.conf:4: syntax error",
+	expect_diag(&d, D("/cfg_syntax.conf:4: syntax error"),
 		    "REPLICALB_LOAD_BALANCING: unknown load_balancing "
 		    "\"nearest\"; did you mean \"nearest_hostname\"?",
 		    NULL);
@@ -1416,6 +1517,62 @@ static void test_config_changed(void **state)
 	tmp_cleanup(&t);
 }
 
+/* Every setting of a and b the same. */
+static void expect_same_settings(const struct rlb_settings *a,
+				 const struct rlb_settings *b)
+{
+	assert_int_equal(a->load_balancing, b->load_balancing);
+	assert_int_equal(a->first_offset, b->first_offset);
+	assert_int_equal(a->half_life, b->half_life);
+	assert_int_equal(a->error_cap, b->error_cap);
+	assert_int_equal(a->max_ignored_errors, b->max_ignored_errors);
+	assert_int_equal(a->dns_cache_ttl, b->dns_cache_ttl);
+	assert_int_equal(a->connect_timeout_ms, b->connect_timeout_ms);
+	assert_int_equal(a->connect_failover, b->connect_failover);
+}
+
+/*
+ * The sample with its examples turned on: the leading '#' removed from
+ * every line that is a commented-out setting ("#key = ...", "#  {"), not
+ * an explanation ("# text"). Written beside the sample, so that the same
+ * apps.d applies; returns its path (free()).
+ */
+static char *sample_uncommented(void)
+{
+	size_t len;
+	char *text = file_text(D("/etc/replicalb.conf"), &len);
+	char *out = malloc(len + 1), *o = out;
+	char *p;
+
+	assert_non_null(out);
+	for (const char *l = text; *l;) {
+		const char *end = strchr(l, '\n');
+		size_t n = end ? (size_t)(end - l) + 1 : strlen(l);
+
+		if (l[0] == '#' && n > 2 &&
+		    ((l[1] != ' ' && l[1] != '#' && l[1] != '\n') ||
+		     (l[1] == ' ' && l[2] == ' '))) {
+			l++;
+			n--;
+		}
+		memcpy(o, l, n);
+		o += n;
+		l += n;
+	}
+	*o = '\0';
+	tmp_write(&data, "etc/uncommented.conf", out);
+	p = tmp_path(&data, "etc/uncommented.conf");
+	free(text);
+	free(out);
+	return p;
+}
+
+/*
+ * The installed sample balances nothing: it is a valid config without
+ * clusters, whose every setting is commented out at its default. Its
+ * commented-out examples, turned on, are valid too, and so are the
+ * per-application examples over them.
+ */
 static void test_config_sample_files(void **state)
 {
 	static const struct {
@@ -1426,16 +1583,27 @@ static void test_config_sample_files(void **state)
 		{"clickhouse-client", RLB_POLICY_IN_ORDER},
 		{"curl", RLB_POLICY_ROUND_ROBIN},
 	};
+	struct rlb_config *plain = parse_ok("clusters = ( );\n");
+	struct rlb_config_source src = {.path = D("/etc/replicalb.conf")};
+	struct rlb_config *cfg = NULL;
+	struct rlb_diag d = {0};
+	char *examples = sample_uncommented();
+
+	assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
+	dump_diag(&d);
+	assert_int_equal(d.n, 0);
+	assert_int_equal(cfg->nclusters, 0);
+	expect_same_settings(&cfg->defaults, &plain->defaults);
+	assert_int_equal(cfg->log_level, plain->log_level);
+	assert_int_equal(cfg->log_target, plain->log_target);
+	rlb_config_free(cfg);
+	cfg = NULL;
 
 	for (size_t i = 0; i < sizeof(apps) / sizeof(*apps); i++) {
-		struct rlb_config_source src = {
-			.path = ETC_DIR "/replicalb.conf",
-			.app = apps[i].app,
-		};
-		struct rlb_config *cfg = NULL;
-		struct rlb_diag d = {0};
 		struct rlb_cluster *c;
 
+		src.path = examples;
+		src.app = apps[i].app;
 		assert_int_equal(rlb_config_load(&src, &cfg, &d), 0);
 		dump_diag(&d);
 		assert_int_equal(d.n, 0);
@@ -1443,6 +1611,10 @@ static void test_config_sample_files(void **state)
 		if (apps[i].app)
 			assert_true(cfg->files.stamps[1].exists);
 		assert_int_equal(cfg->defaults.load_balancing, apps[i].policy);
+		/* Each setting is shown at its default. */
+		if (!apps[i].app)
+			expect_same_settings(&cfg->defaults, &plain->defaults);
+		assert_int_equal(cfg->nclusters, 2);
 		c = rlb_config_find(cfg, "analytics.cluster");
 		assert_non_null(c);
 		assert_int_equal(c->s.load_balancing,
@@ -1453,22 +1625,25 @@ static void test_config_sample_files(void **state)
 		assert_int_equal(c->s.load_balancing, apps[i].policy);
 		assert_int_equal(c->port, 8123);
 		rlb_config_free(cfg);
+		cfg = NULL;
 	}
+	rlb_config_free(plain);
+	free(examples);
 }
 
 static void test_config_source_from_env(void **state)
 {
 	struct rlb_config_source src;
 
-	setenv("REPLICALB_CONFIG", TEST_DATA_DIR "/cfg_full.conf", 1);
+	setenv("REPLICALB_CONFIG", D("/cfg_full.conf"), 1);
 	setenv("REPLICALB_APP", "someapp", 1);
 	setenv("REPLICALB_LOAD_BALANCING", "in_order", 1);
 	setenv("REPLICALB_HOSTNAME", "h.example", 1);
 	setenv("REPLICALB_STATE_DIR", "/tmp/s", 1);
 	setenv("REPLICALB_LOG_LEVEL", "debug", 1);
 	rlb_config_source_from_env(&src);
-	assert_string_equal(src.path, TEST_DATA_DIR "/cfg_full.conf");
-	assert_string_equal(rlb_config_path(), TEST_DATA_DIR "/cfg_full.conf");
+	assert_string_equal(src.path, D("/cfg_full.conf"));
+	assert_string_equal(rlb_config_path(), D("/cfg_full.conf"));
 	assert_string_equal(src.app, "someapp");
 	assert_string_equal(src.env_policy, "in_order");
 	assert_string_equal(src.env_hostname, "h.example");
@@ -1492,27 +1667,6 @@ static void test_config_source_from_env(void **state)
 	unsetenv("REPLICALB_HOSTNAME");
 }
 
-/* The whole of a file as a NUL-terminated string (free()). */
-static char *file_text(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n > 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 /*
  * Mutations of the sample config (flipped, dropped, duplicated bytes,
  * truncation): whatever the parser gets, it answers with a config or
@@ -1522,7 +1676,8 @@ static void test_config_mutations_never_crash(void **state)
 {
 	static const char alphabet[] = "{}()[];=,:\"'#/*\n -0123456789Lxa@\\";
 	size_t len, ok = 0, bad = 0;
-	char *orig = file_text(TEST_DATA_DIR "/../../etc/replicalb.conf", &len);
+	char *path = sample_uncommented();
+	char *orig = file_text(path, &len);
 	uint64_t seed = 0x9e3779b97f4a7c15ULL;
 
 	for (int round = 0; round < 400; round++) {
@@ -1578,6 +1733,7 @@ static void test_config_mutations_never_crash(void **state)
 		free(text);
 	}
 	free(orig);
+	free(path);
 	/* The mutations reach both outcomes. */
 	assert_true(ok > 0);
 	assert_true(bad > 0);
@@ -2135,5 +2291,5 @@ int main(void)
 
 	/* Files the tests write must not be group-writable (§2.7). */
 	umask(022);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, data_setup, data_teardown);
 }
