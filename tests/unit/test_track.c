@@ -351,6 +351,101 @@ static void test_track_reused_fd_not_blamed(void **state)
 	assert_int_equal(errors(R_BLACKHOLE), 0);
 }
 
+static uint64_t slowdowns(int replica)
+{
+	return rlb_health_slowdowns(cluster, replica, 0, false);
+}
+
+/* Accept and close whatever earlier tests left queued on listen_ok. */
+static void drain_ok(void)
+{
+	struct pollfd p = {.fd = listen_ok, .events = POLLIN};
+
+	while (poll(&p, 1, 0) == 1) {
+		int c = accept(listen_ok, NULL, NULL);
+
+		if (c < 0)
+			break;
+		close(c);
+	}
+}
+
+/*
+ * Attempts in parallel (a pool warming up) are not slowdowns: one still
+ * pending while another replica connects counts nothing. Given up young
+ * after that replica won, it was slow: one slowdown.
+ */
+static void test_track_parallel_attempts_not_slow(void **state)
+{
+	int a = tcp_socket(true), b = tcp_socket(false);
+
+	assert_int_equal(track_connect(a, port_full), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	assert_int_equal(track_connect(b, port_ok), 0);
+	rlb_track_sweep();
+	assert_int_equal(slowdowns(R_BLACKHOLE), 0);
+	assert_int_equal(slowdowns(R_GOOD), 0);
+	rlb_track_close(a);
+	assert_int_equal(slowdowns(R_BLACKHOLE), 1);
+	assert_int_equal(errors(R_BLACKHOLE), 0);
+	assert_int_equal(slowdowns(R_GOOD), 0);
+	rlb_track_close(b);
+	drain_ok();
+}
+
+/*
+ * An established connection reset by the server, its pending error never
+ * read, counts nothing at close: only a connect that did not establish
+ * counts.
+ */
+static void test_track_established_reset_not_counted(void **state)
+{
+	struct linger hard = {.l_onoff = 1, .l_linger = 0};
+	struct pollfd p;
+	int fd = tcp_socket(true), c;
+
+	drain_ok();
+	track_connect(fd, port_ok);
+	p = (struct pollfd){.fd = fd, .events = POLLOUT};
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	c = accept(listen_ok, NULL, NULL);
+	assert_true(c >= 0);
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+	close(c);
+	p = (struct pollfd){.fd = fd, .events = POLLIN};
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	assert_true(p.revents & POLLERR); /* the reset, unread */
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_GOOD), 0);
+}
+
+/*
+ * A non-blocking attempt asked about again once the socket is blocking
+ * (or after EINTR) waits for what is left of its bound and is then given
+ * up with ETIMEDOUT, counted once - never EALREADY at the bound.
+ */
+static void test_track_repeat_blocking_times_out(void **state)
+{
+	int fd = tcp_socket(true), err = -1;
+	socklen_t len = sizeof(err);
+	int64_t t0 = rlb_monotonic_ms();
+
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, ETIMEDOUT);
+	assert_true(rlb_monotonic_ms() - t0 >= TIMEOUT_MS - 10);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+	/* Given up: the socket holds no leftover error, nothing counts at
+	 * close. */
+	assert_int_equal(
+		rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+	assert_int_equal(err, 0);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -375,6 +470,12 @@ int main(void)
 				       handout),
 		cmocka_unit_test(test_track_counted_errnos),
 		cmocka_unit_test_setup(test_track_reused_fd_not_blamed,
+				       handout),
+		cmocka_unit_test_setup(test_track_parallel_attempts_not_slow,
+				       handout),
+		cmocka_unit_test_setup(test_track_established_reset_not_counted,
+				       handout),
+		cmocka_unit_test_setup(test_track_repeat_blocking_times_out,
 				       handout),
 	};
 
