@@ -57,28 +57,6 @@ static void addr_text(const struct sockaddr *sa, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-/*
- * Whether a connect that failed with err is the replica's failure: the
- * errno values a program's connect counts (design.md §5, the list of
- * rlb_track_counts(), which lives in the preload layer). Anything else
- * (EMFILE, ENOBUFS, EADDRNOTAVAIL, EACCES, ...) is ours.
- */
-static bool replica_errno(int err)
-{
-	switch (err) {
-	case ECONNREFUSED:
-	case ETIMEDOUT:
-	case EHOSTUNREACH:
-	case ENETUNREACH:
-	case EHOSTDOWN:
-	case ENETDOWN:
-	case ECONNRESET:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* Whether a failed lookup is the replica's: its name has no address. */
 static bool replica_gai(int gai)
 {
@@ -171,7 +149,7 @@ static void attempt_end(struct attempt *a, int err, int64_t now)
 		r->outcome = RLB_PROBE_OK;
 		r->err = 0;
 		r->ms = now - a->start_ms;
-	} else if (replica_errno(err)) {
+	} else if (rlb_errno_counts(err)) {
 		r->err = err;
 	} else {
 		r->local_err = err;

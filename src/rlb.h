@@ -29,6 +29,15 @@
 /* util.c */
 
 /*
+ * Whether a connect that failed with err is the replica's failure, one
+ * error against it (design.md §5.1): refused, timed out, unreachable,
+ * down, reset. Anything else (EMFILE, ENOBUFS, EADDRNOTAVAIL, EACCES, a
+ * signal ...) is the program's or ours. The library and the probe count
+ * by this one list.
+ */
+bool rlb_errno_counts(int err);
+
+/*
  * Environment variable as the library must read it: NULL in
  * secure-execution mode (AT_SECURE), otherwise getenv(). Empty values
  * count as unset.
@@ -711,7 +720,5 @@ int rlb_track_close(int fd);
 void rlb_track_sweep(void);
 /* Whether connect/close must look at anything at all (cheap). */
 bool rlb_track_active(void);
-/* Errno values that count as a replica error (design.md §5). */
-bool rlb_track_counts(int err);
 
 #endif /* RLB_H */

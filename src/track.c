@@ -426,22 +426,6 @@ static size_t find_owners(const struct dest *d, struct rlb_owner *owners,
 	return n;
 }
 
-bool rlb_track_counts(int err)
-{
-	switch (err) {
-	case ECONNREFUSED:
-	case ETIMEDOUT:
-	case EHOSTUNREACH:
-	case ENETUNREACH:
-	case EHOSTDOWN:
-	case ENETDOWN:
-	case ECONNRESET:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /*
  * Report a failure of a connect to d: an error (age_ms < 0), an attempt
  * abandoned after age_ms, or a slowdown.
@@ -1190,7 +1174,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 	clear_pending(fd);
 	/* EINPROGRESS of a blocking socket: cut short by the program's own
 	 * SO_SNDTIMEO, which is a timeout too. */
-	if (err == EINPROGRESS || rlb_track_counts(err))
+	if (err == EINPROGRESS || rlb_errno_counts(err))
 		report_dest(d, err == EINPROGRESS ? ETIMEDOUT : err, -1, false);
 	errno = err;
 	return rc;
@@ -1244,7 +1228,7 @@ static int wait_connected(int fd, const struct dest *d)
 	}
 	if (err == ETIMEDOUT)
 		abort_attempt(fd);
-	if (rlb_track_counts(err))
+	if (rlb_errno_counts(err))
 		report_dest(d, err, -1, false);
 	return err;
 }
@@ -1311,11 +1295,11 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 			    (err = wait_connected(fd, &d)) == 0)
 				return 0;
 		} else {
-			if (rc == 0 || !rlb_track_counts(errno))
+			if (rc == 0 || !rlb_errno_counts(errno))
 				return rc;
 			err = errno;
 		}
-		if (!rlb_track_counts(err))
+		if (!rlb_errno_counts(err))
 			goto out_fail;
 	}
 out_fail:
@@ -1421,7 +1405,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		if ((err = wait_connected(fd, &d)) == 0)
 			return 0;
 	}
-	if (!rlb_track_counts(err)) {
+	if (!rlb_errno_counts(err)) {
 		errno = err;
 		return -1;
 	}
@@ -1543,7 +1527,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		restore_syncnt(fd, &copy);
 		if (err == 0)
 			remember_won(&copy.d, copy.start_ms);
-		if (!rlb_track_counts(err))
+		if (!rlb_errno_counts(err))
 			goto out;
 		report_dest(&copy.d, err, -1, false);
 		n = find_owners(&copy.d, owners, &pol);

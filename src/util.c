@@ -185,3 +185,19 @@ void rlb_local_fqdn(char *buf, size_t len)
 	}
 	errno = saved;
 }
+
+bool rlb_errno_counts(int err)
+{
+	switch (err) {
+	case ECONNREFUSED:
+	case ETIMEDOUT:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+	case ECONNRESET:
+		return true;
+	default:
+		return false;
+	}
+}

@@ -323,18 +323,18 @@ static void test_track_v4_mapped_counts_as_v4(void **state)
 
 static void test_track_counted_errnos(void **state)
 {
-	assert_true(rlb_track_counts(ECONNREFUSED));
-	assert_true(rlb_track_counts(ETIMEDOUT));
-	assert_true(rlb_track_counts(EHOSTUNREACH));
-	assert_true(rlb_track_counts(ENETUNREACH));
-	assert_true(rlb_track_counts(EHOSTDOWN));
-	assert_true(rlb_track_counts(ENETDOWN));
-	assert_true(rlb_track_counts(ECONNRESET));
-	assert_false(rlb_track_counts(EINTR));
-	assert_false(rlb_track_counts(EALREADY));
-	assert_false(rlb_track_counts(EINPROGRESS));
-	assert_false(rlb_track_counts(EADDRNOTAVAIL));
-	assert_false(rlb_track_counts(EACCES));
+	assert_true(rlb_errno_counts(ECONNREFUSED));
+	assert_true(rlb_errno_counts(ETIMEDOUT));
+	assert_true(rlb_errno_counts(EHOSTUNREACH));
+	assert_true(rlb_errno_counts(ENETUNREACH));
+	assert_true(rlb_errno_counts(EHOSTDOWN));
+	assert_true(rlb_errno_counts(ENETDOWN));
+	assert_true(rlb_errno_counts(ECONNRESET));
+	assert_false(rlb_errno_counts(EINTR));
+	assert_false(rlb_errno_counts(EALREADY));
+	assert_false(rlb_errno_counts(EINPROGRESS));
+	assert_false(rlb_errno_counts(EADDRNOTAVAIL));
+	assert_false(rlb_errno_counts(EACCES));
 }
 
 static void test_track_reused_fd_not_blamed(void **state)
