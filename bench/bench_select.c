@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "engine/engine.h"
 
 #define RUNS	       9       /* median of this many timed runs */
 #define TARGET_3_NS    1000.0  /* one selection over 3 replicas < 1 us */

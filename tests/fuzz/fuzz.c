@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "rlb.h"
+#include "engine/engine.h"
 
 static uint64_t read_le(struct fuzz_input *in, size_t size)
 {

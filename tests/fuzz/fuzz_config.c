@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "rlb.h"
+#include "engine/engine.h"
 
 #define SECTIONS 4
 

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "rlb.h"
+#include "preload/preload.h"
 
 /* Names the fake resolver knows: addresses, or the error it gives. */
 static const struct fake_host {

@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "rlb.h"
+#include "engine/engine.h"
 
 #define HEADER_SIZE 64 /* design.md §12.2 */
 #define MAX_PATCHES 32

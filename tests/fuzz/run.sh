@@ -38,8 +38,8 @@ targets=${*:-$all_targets}
 
 # The library sources each target needs: the core, plus the preload layer
 # for resolve (it also brings in track.c).
-core="libc util log policy config config_parse config_load health select snapshot"
-preload="runtime resolve dnscache track"
+core="base/libc base/util base/log model/policy model/config model/config_parse model/config_load state/health engine/select engine/snapshot"
+preload="preload/runtime preload/resolve preload/dnscache preload/track"
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
@@ -69,7 +69,7 @@ compile()
 	local src=$1 obj=$2 h
 	shift 2
 	if [ -f "$obj" ] && [ "$obj" -nt "$src" ]; then
-		for h in "$top"/src/*.h "$here"/*.h "$cfg_dir/config.h" "$0"; do
+		for h in "$top"/src/*/*.h "$here"/*.h "$cfg_dir/config.h" "$0"; do
 			[ "$h" -nt "$obj" ] && break
 			h=
 		done
@@ -88,7 +88,7 @@ build()
 	command -v "$clang" >/dev/null || die "$clang not found (apt-get install clang)"
 	libconfig_cflags=$(pkg-config --cflags libconfig) || die "libconfig not found"
 	libconfig_libs=$(pkg-config --libs libconfig)
-	mkdir -p "$B/obj"
+	mkdir -p "$B/obj"/base "$B/obj"/model "$B/obj"/state "$B/obj"/engine "$B/obj"/preload
 	cfg_dir=$(config_h_dir)
 	# Library sources get coverage (fuzzer-no-link); targets get main().
 	for f in $core $preload; do

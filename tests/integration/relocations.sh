@@ -12,7 +12,7 @@ command -v readelf >/dev/null 2>&1 || skip "readelf (binutils) not installed"
 
 # RLB_LIB may start with a sanitizer runtime; the library is the last word.
 lib=${RLB_LIB##* }
-map=$top_srcdir/src/libreplicalb.map
+map=$top_srcdir/src/preload/libreplicalb.map
 
 # words LINES : the lines joined by single spaces.
 words()

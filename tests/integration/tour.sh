@@ -235,7 +235,7 @@ check_glob "scripts/test (quick): both tests passed, from this run" \
 [ "$rc" -eq 0 ] || printf '%s\n' "$out" | tail -n 40 | sed 's/^/    | /'
 
 # --- 5. a broken build reports no results ---------------------------------
-echo '#error "broken on purpose by tour.sh"' >>"$clone/src/util.c"
+echo '#error "broken on purpose by tour.sh"' >>"$clone/src/base/util.c"
 out=$(REPLICALB_TEST_QUICK=1 bash "$clone/scripts/test" 2>&1)
 rc=$?
 printf '%s\n' "$out" >>"$log"

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rlb.h"
+#include "engine/engine.h"
 
 /*
  * What one cluster's config text says. Zero fields take the parser's

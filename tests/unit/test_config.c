@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "config_internal.h"
-#include "rlb.h"
+#include "model/config_internal.h"
+#include "engine/engine.h"
 
 #define MINIMAL "clusters = ( { name = \"c\"; replicas = ( \"a\" ); } );\n"
 

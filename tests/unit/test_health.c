@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "rlb.h"
+#include "engine/engine.h"
 
 /* Layout v2 of a state file, as the tests poke at it. */
 #define FILE_SIZE   (64 + 2 * RLB_MAX_REPLICAS * 32)

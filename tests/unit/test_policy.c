@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "rlb.h"
+#include "engine/engine.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "rlb.h"
+#include "ctl/ctl.h"
 
 #define SLOW_NAME    "slow.probe.test" /* the fake resolver's slow name */
 #define SLOW_MS	     1200	       /* how long its lookup takes */

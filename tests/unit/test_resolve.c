@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 /*
  * Add errors at the cluster's current decay time T, where no decay is

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 static char tmpdir[] = "/tmp/rlb-test-runtime-XXXXXX";
 static char path[256];

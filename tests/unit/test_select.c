@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "rlb.h"
+#include "engine/engine.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 /* A fixed wall clock: decay stays out of the way unless a test moves it. */

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 #define TIMEOUT_MS 150
 

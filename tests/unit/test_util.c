@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "rlb.h"
+#include "engine/engine.h"
 
 static void test_util_hash_never_reserved(void **state)
 {

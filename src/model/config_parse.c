@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config_internal.h"
+#include "model/config_internal.h"
 
 /* Where a key may be written: one bit per level of a file. */
 enum key_scope {

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rlb.h"
+#include "model/model.h"
 
 /*
  * What one file says, before the main and the app file are merged. The

@@ -2,7 +2,7 @@
  * either calls libc or hands over to the core; nothing else lives here. */
 #include "config.h"
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 #define RLB_EXPORT __attribute__((visibility("default")))
 

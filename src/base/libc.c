@@ -8,7 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "base/base.h"
 
 /* Fallbacks for a symbol that dlsym cannot find: never crash. */
 static int missing_getaddrinfo(const char *node, const char *service,

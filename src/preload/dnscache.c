@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 #define CACHE_BUCKETS	  1024
 #define CACHE_MAX_ENTRIES 8192

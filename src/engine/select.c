@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlb.h"
+#include "engine/engine.h"
 
 /* Keys for up to this many replicas live on the stack. */
 #define STACK_KEYS 64

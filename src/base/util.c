@@ -11,7 +11,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "base/base.h"
 
 bool rlb_secure_mode(void)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 #define STACK_SELECTION 64 /* replicas selected without malloc */
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config_internal.h"
+#include "model/config_internal.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"

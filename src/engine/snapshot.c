@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlb.h"
+#include "engine/engine.h"
 
 /* The local hostname cluster c compares against (design.md §3.2). */
 static const char *cluster_local(const struct rlb_config *cfg,

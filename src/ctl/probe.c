@@ -18,7 +18,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "ctl/ctl.h"
 
 #define PROBE_MAX_ADDRS 8 /* addresses tried per replica */
 /* Descriptors left to everything else while a pass runs: the resolver,

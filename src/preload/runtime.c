@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 /* How often the resolution path may stat() the config files. */
 #define RELOAD_INTERVAL_MS 1000

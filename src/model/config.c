@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_internal.h"
+#include "model/config_internal.h"
 
 static void cluster_free(struct rlb_cluster *c)
 {

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "state/state.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */

@@ -22,7 +22,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "preload/preload.h"
 
 #define ADDR_SLOTS 16384 /* handed-out (address, replica) pairs */
 #define FD_SLOTS   65536 /* sockets tracked while connecting */

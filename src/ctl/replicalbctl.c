@@ -12,7 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "ctl/ctl.h"
 
 #define CTL_NAME "replicalbctl"
 

@@ -8,7 +8,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "rlb.h"
+#include "base/base.h"
 
 static const char *const level_names[] = {
 	[RLB_LOG_NONE] = "none",       [RLB_LOG_ERROR] = "error",

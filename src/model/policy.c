@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rlb.h"
+#include "model/model.h"
 
 static const char *const policy_names[RLB_POLICY_COUNT] = {
 	[RLB_POLICY_RANDOM] = "random",

@@ -1,0 +1,105 @@
+/* engine/engine.h - selection (select.c) and the snapshot a process selects
+ * from (snapshot.c). */
+#ifndef RLB_ENGINE_H
+#define RLB_ENGINE_H
+
+#include "state/state.h"
+
+/* ------------------------------------------------------------------ */
+/* select.c */
+
+/* The ordering key of design.md §3 for one replica. */
+struct rlb_select_key {
+	uint64_t errors;     /* max(0, errors - max_ignored) */
+	uint64_t slowdowns;  /* decayed slowdowns, never reduced */
+	int64_t priority;    /* config priority */
+	int64_t policy_prio; /* policy_priority(policy, i) */
+	uint32_t random;     /* fresh random number */
+	uint32_t index;	     /* replica index */
+};
+
+/* Sort keys ascending in place (pure; no randomness of its own). */
+void rlb_select_sort(struct rlb_select_key *keys, size_t n);
+
+/* Per-replica detail of one selection, for replicalbctl -v and logs. */
+struct rlb_selection {
+	size_t n;
+	uint32_t *order;      /* n replica indexes, best first */
+	uint64_t *errors;     /* n decayed counts, by replica index */
+	uint64_t *slowdowns;  /* n decayed slowdowns, by replica index */
+	int64_t *policy_prio; /* n policy priorities, by replica index */
+};
+
+/* One malloc holding a selection for n replicas; free() it. NULL: ENOMEM. */
+struct rlb_selection *rlb_selection_new(size_t n);
+
+/*
+ * One selection (design.md §3) on cluster c at time now: applies decay and
+ * advances the round-robin counter, unless `peek`, in which case nothing
+ * shared changes. Fills sel (from rlb_selection_new(c->nreplicas)).
+ * Needs c->health attached.
+ */
+void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
+		struct rlb_selection *sel);
+
+/* ------------------------------------------------------------------ */
+/* snapshot.c */
+
+/*
+ * A config ready for selection: the parsed model, the hostname priorities
+ * derived from it and its attached health state. Built and freed only
+ * here; shared by reference count (the runtime's threads, replicalbctl).
+ */
+struct rlb_snapshot {
+	struct rlb_config *cfg; /* owned; clusters have host_prio, health */
+	atomic_uint refs;
+};
+
+/*
+ * Take ownership of cfg and make it ready: each cluster's hostname
+ * priorities (against its local_hostname, else cfg's, else fqdn(),
+ * called only when a hostname policy needs it; fqdn may be NULL for "")
+ * and its shared health (prune: drop the state of replicas no longer in
+ * the config). Returns the snapshot with refs = 1, or NULL with errno
+ * ENOMEM (cfg is freed).
+ */
+struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
+				      const char *(*fqdn)(void), bool prune);
+/*
+ * As rlb_snapshot_new(), with health attached for reading only
+ * (rlb_health_attach_all_readonly()): nothing shared is created or
+ * changed through this snapshot.
+ */
+struct rlb_snapshot *rlb_snapshot_new_readonly(struct rlb_config *cfg,
+					       const char *(*fqdn)(void));
+void rlb_snapshot_get(struct rlb_snapshot *snap);
+/* Drop one reference; the last detaches health and frees everything. */
+void rlb_snapshot_put(struct rlb_snapshot *snap);
+
+#define RLB_MAX_OWNERS 8 /* replicas one address may belong to */
+
+/* A replica as tracking knows it: by hashes that survive reloads. */
+struct rlb_owner {
+	uint64_t cluster; /* rlb_cluster.name_hash */
+	uint64_t replica; /* rlb_replica.identity */
+};
+
+/* A failed or abandoned connect, as tracking reports it. */
+struct rlb_failure {
+	size_t n; /* owners; 0: nothing to count */
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	int err;	/* the errno that failed it */
+	int64_t age_ms; /* abandoned while pending this long; -1: failed */
+	bool slowdown;	/* a slowdown, not an error (design.md §5.2) */
+};
+
+/*
+ * Count f against each of its replicas in snap: one error (or slowdown)
+ * each, except that an abandoned attempt (age_ms >= 0) counts only in
+ * clusters whose connect_timeout_ms it outlived (design.md §5). Keeps
+ * errno.
+ */
+void rlb_snapshot_charge(struct rlb_snapshot *snap,
+			 const struct rlb_failure *f);
+
+#endif /* RLB_ENGINE_H */

@@ -1,0 +1,202 @@
+/* model/model.h - the configuration model: policies (policy.c), the config
+ * (config.c) and its parsing and loading. */
+#ifndef RLB_MODEL_H
+#define RLB_MODEL_H
+
+#include "base/base.h"
+
+/* ------------------------------------------------------------------ */
+/* policy.c */
+
+/* Same order as ClickHouse's LoadBalancing enum. */
+enum rlb_policy {
+	RLB_POLICY_RANDOM,
+	RLB_POLICY_NEAREST_HOSTNAME,
+	RLB_POLICY_LEVENSHTEIN,
+	RLB_POLICY_LCP,
+	RLB_POLICY_LCS,
+	RLB_POLICY_IN_ORDER,
+	RLB_POLICY_FIRST_OR_RANDOM,
+	RLB_POLICY_ROUND_ROBIN,
+	RLB_POLICY_COUNT,
+};
+
+/* ClickHouse name of a policy ("random", "nearest_hostname", ...). */
+const char *rlb_policy_name(enum rlb_policy p);
+/* Exact, case-sensitive name to policy: 0, or -1 when unknown. */
+int rlb_policy_parse(const char *name, enum rlb_policy *out);
+/* Closest valid policy name to a wrong one, or NULL if none is close. */
+const char *rlb_policy_suggest(const char *name);
+/*
+ * What a policy needs, so that callers never test for policies by name:
+ * host names compared (it needs the local hostname and precomputed
+ * priorities), and the cluster's shared counter (each selection takes a
+ * turn of it). A ninth policy is a change in this file alone.
+ */
+bool rlb_policy_uses_hostname(enum rlb_policy p);
+bool rlb_policy_uses_counter(enum rlb_policy p);
+
+/* The four hostname functions of clickhouse.md §10. */
+size_t rlb_prefix_distance(const char *a, const char *b);
+size_t rlb_levenshtein(const char *a, const char *b); /* ASCII case-folded */
+size_t rlb_common_prefix(const char *a, const char *b);
+size_t rlb_common_suffix(const char *a, const char *b);
+
+struct rlb_cluster;
+/*
+ * Fill c->host_prio (malloc'd, nreplicas entries) with the policy priority
+ * of every replica for a hostname policy, against local hostname `local`
+ * (never NULL; may be ""). For other policies sets c->host_prio = NULL.
+ * Returns 0 or -ENOMEM.
+ */
+int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
+/*
+ * policy_priority(policy, i) of design.md §3.1 for replica i of c; rr_last is
+ * L = counter mod N for round_robin (ignored otherwise).
+ */
+int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
+			    uint64_t rr_last);
+
+/* ------------------------------------------------------------------ */
+/* config.c */
+
+/* Settings that a cluster may override; the top level gives defaults. */
+struct rlb_settings {
+	enum rlb_policy load_balancing;
+	int64_t first_offset;	    /* load_balancing_first_offset */
+	int64_t half_life;	    /* distributed_replica_error_half_life, s */
+	int64_t error_cap;	    /* distributed_replica_error_cap */
+	int64_t max_ignored_errors; /* distributed_replica_max_ignored_errors */
+	int64_t dns_cache_ttl;	    /* seconds */
+	int64_t connect_timeout_ms;
+	bool connect_failover; /* move a failed connect on; unused yet */
+};
+
+/* An IP address literal, parsed once at config load. */
+struct rlb_addr {
+	int family;	   /* AF_INET or AF_INET6 */
+	uint8_t bytes[16]; /* 4 or 16 bytes, network order */
+};
+
+struct rlb_replica {
+	char *host;	  /* host string as written, no port/brackets */
+	int port;	  /* replica's, else cluster's port; 0: caller's */
+	int64_t priority; /* config priority, default 1, lower preferred */
+	char **pinned;	  /* npinned address literals; skip DNS if any */
+	size_t npinned;
+	struct rlb_addr *literal; /* nliteral addresses known without DNS:
+				   * the pinned ones, or the host itself
+				   * when it is an IP literal */
+	size_t nliteral;
+	uint64_t identity; /* rlb_hash64 of lowercase host + port: the
+			    * key of its health state across reloads */
+	int line;	   /* config line, for messages */
+};
+
+struct rlb_health;
+
+struct rlb_cluster {
+	char *name;	       /* virtual name: lowercase, no trailing dot */
+	uint64_t name_hash;    /* rlb_hash64 of name */
+	struct rlb_settings s; /* effective settings */
+	char *local_hostname;  /* cluster override or NULL */
+	int port;	       /* cluster port or 0 */
+	size_t nreplicas;      /* 1 .. RLB_MAX_REPLICAS */
+	struct rlb_replica *replicas;
+	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
+	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
+	struct rlb_health *health; /* shared state, once attached */
+	char *file;		   /* file and line that defined the cluster */
+	int line;
+};
+
+/* What identifies a config file's version, for hot reload. */
+struct rlb_file_stamp {
+	char *path;
+	bool exists;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	struct timespec ctime; /* also a chmod or chown: trust may change */
+};
+
+/* The files a load read (main, app), to tell when one is edited. */
+struct rlb_config_files {
+	size_t n; /* 0 for a parsed string */
+	struct rlb_file_stamp stamps[2];
+};
+
+struct rlb_config {
+	struct rlb_settings defaults; /* top-level settings */
+	char *local_hostname; /* NULL: this host's FQDN (design.md §3.2) */
+	char *state_dir;      /* effective state_dir setting, or NULL */
+	enum rlb_log_level log_level;
+	enum rlb_log_target log_target;
+	size_t nclusters;
+	struct rlb_cluster *clusters;
+	struct rlb_config_files files; /* for reload */
+};
+
+/* Where to look for config and how to override it (already filtered
+ * for secure mode by the caller; NULL means not given). */
+struct rlb_config_source {
+	const char *path;	   /* main file; NULL: rlb_config_path() */
+	const char *app;	   /* per-app name; NULL: no app file */
+	const char *env_policy;	   /* REPLICALB_LOAD_BALANCING */
+	const char *env_hostname;  /* REPLICALB_HOSTNAME */
+	const char *env_failover;  /* REPLICALB_CONNECT_FAILOVER */
+	const char *env_state_dir; /* REPLICALB_STATE_DIR */
+	const char *env_log_level; /* REPLICALB_LOG_LEVEL */
+};
+
+/* Fill src from the environment (rlb_env) with lookup of design.md §2. */
+void rlb_config_source_from_env(struct rlb_config_source *src);
+/*
+ * $REPLICALB_CONFIG, else SYSCONFDIR/replicalb/replicalb.conf: the first
+ * that exists (design.md §2), else $REPLICALB_CONFIG if set.
+ */
+const char *rlb_config_path(void);
+/* $REPLICALB_APP, else program_invocation_short_name. */
+const char *rlb_config_app_name(void);
+
+/*
+ * Load the main file, then apps.d/APP.conf beside it, then apply the
+ * environment overrides. Returns 0 and *out (free with
+ * rlb_config_free(), or hand to rlb_snapshot_new()), -ENOENT when the
+ * main file does not exist (nothing in diag), -EINVAL with every error
+ * in diag as "file:line: message", or -ENOMEM. *out is set only on
+ * success; diag may be NULL. Keeps errno. Does not resolve names, touch
+ * the network or attach health state.
+ */
+int rlb_config_load(const struct rlb_config_source *src,
+		    struct rlb_config **out, struct rlb_diag *diag);
+/*
+ * As rlb_config_load(). broken, if not NULL, must be empty (zeroed, or
+ * after rlb_config_files_free()): when the config is broken (-EINVAL) it
+ * receives the stamps of the files read, so that
+ * rlb_config_files_changed() tells when one of them is edited again;
+ * otherwise it stays empty. Free it with rlb_config_files_free().
+ */
+int rlb_config_load_ex(const struct rlb_config_source *src,
+		       struct rlb_config **out, struct rlb_diag *diag,
+		       struct rlb_config_files *broken);
+/* Parse config text; `name` is used in messages as the file name. */
+int rlb_config_parse_string(const char *text, const char *name,
+			    struct rlb_config **out, struct rlb_diag *diag);
+/* Free a config and everything it owns (detaches health state). */
+void rlb_config_free(struct rlb_config *cfg);
+/* The cluster whose virtual name matches (design.md §2 rules), or NULL. */
+struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
+				    const char *name);
+/* Whether any stamped file changed since the config was loaded. */
+bool rlb_config_changed(const struct rlb_config *cfg);
+/*
+ * Whether any of the files changed (was edited, replaced, created or
+ * removed) since it was stamped. Keeps errno; NULL or empty: false.
+ */
+bool rlb_config_files_changed(const struct rlb_config_files *files);
+/* Free what files holds and empty it; files itself is the caller's. */
+void rlb_config_files_free(struct rlb_config_files *files);
+
+#endif /* RLB_MODEL_H */

@@ -1,0 +1,164 @@
+/* preload/preload.h - the preload library: process state (runtime.c), answers
+ * (resolve.c), the DNS cache (dnscache.c) and connect tracking (track.c). */
+#ifndef RLB_PRELOAD_H
+#define RLB_PRELOAD_H
+
+#include "engine/engine.h"
+
+/* ------------------------------------------------------------------ */
+/* runtime.c */
+
+/*
+ * Process-wide state of the preload library: the snapshot in force, hot
+ * reload, the local hostname, and the library's one fork handler.
+ */
+
+/*
+ * The snapshot in force with a reference held, or NULL when disabled or
+ * unconfigured. Checks for a changed file at most about once a second.
+ * Release with rlb_runtime_release().
+ */
+struct rlb_snapshot *rlb_runtime_acquire(void);
+void rlb_runtime_release(struct rlb_snapshot *snap);
+/*
+ * This host's FQDN (design.md §3.2), computed once per process with
+ * rlb_local_fqdn(). Never NULL.
+ */
+const char *rlb_runtime_fqdn(void);
+/*
+ * Count failure f against its replicas in the snapshot in force (what
+ * tracking reports; see rlb_snapshot_charge()). Keeps errno.
+ */
+void rlb_runtime_charge(const struct rlb_failure *f);
+/* rlb_track_ops.next_address over the snapshot in force. */
+bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
+			      const struct sockaddr *failed, socklen_t len,
+			      struct sockaddr_storage *out, socklen_t *outlen);
+
+/* ------------------------------------------------------------------ */
+/* resolve.c */
+
+/*
+ * getaddrinfo() of virtual name of cluster c (design.md §4): a list in
+ * selection order, allocated in glibc's layout so that libc's
+ * freeaddrinfo() frees it. Returns 0 or an EAI_* code.
+ */
+int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
+			    const struct addrinfo *hints,
+			    struct addrinfo **res);
+/*
+ * gethostbyname2_r() of a virtual name: fills ret using only buf, which
+ * may start at any address (the pointer arrays are aligned inside it).
+ * Returns 0, ERANGE (buffer too small) or another errno value, and sets
+ * *result, *h_errnop and errno as glibc does.
+ */
+int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
+			      struct hostent *ret, char *buf, size_t buflen,
+			      struct hostent **result, int *h_errnop);
+/*
+ * gethostbyname2() of a virtual name: the result lives in one static
+ * buffer shared by all threads, as glibc's does. Sets h_errno.
+ */
+struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
+						 const char *name, int af);
+/*
+ * connect_failover (design.md §5.4): the address of the best replica not
+ * in `tried` of the first cluster of `tried` found in cfg that fails
+ * over, by a selection that changes nothing (peek), in failed's family,
+ * with the replica's port, else failed's. Handed out (tracked). False
+ * when no replica is left.
+ */
+bool rlb_resolve_next_address(struct rlb_config *cfg,
+			      const struct rlb_owner *tried, size_t ntried,
+			      const struct sockaddr *failed, socklen_t len,
+			      struct sockaddr_storage *out, socklen_t *outlen);
+/* Fork handler hooks for the static hostent's lock (runtime.c). */
+void rlb_resolve_fork_lock(void);
+void rlb_resolve_fork_unlock(void);
+
+/* ------------------------------------------------------------------ */
+/* dnscache.c */
+
+/* One address of a resolved replica, as the real getaddrinfo gave it. */
+struct rlb_dns_addr {
+	int family;
+	int socktype;
+	int protocol;
+	socklen_t addrlen;
+	struct sockaddr_storage addr;
+};
+
+/* The real resolver's answer to one question: its error or addresses. */
+struct rlb_dns_answer {
+	int error; /* 0 or the EAI_* code */
+	size_t n;
+	struct rlb_dns_addr addrs[];
+};
+
+/*
+ * The real getaddrinfo's answer to (host, service, q), from the
+ * per-process cache while younger than ttl_s seconds (pinned: forever;
+ * ttl_s <= 0 and not pinned: never cached). Sets *fresh when the resolver
+ * was really asked. Returns a malloc'd copy (free()), or NULL when out of
+ * memory. The cache is bounded in entries and bytes, and a service no
+ * real service looks like is never kept.
+ */
+struct rlb_dns_answer *rlb_dnscache_ask(const char *host, const char *service,
+					const struct addrinfo *q, int64_t ttl_s,
+					bool pinned, bool *fresh);
+/* Drop every cached answer (tests). */
+void rlb_dnscache_flush(void);
+/* What the cached questions and answers take now, in bytes (tests). */
+size_t rlb_dnscache_bytes(void);
+/* Fork handler hooks for the cache's lock (runtime.c). */
+void rlb_dnscache_fork_lock(void);
+void rlb_dnscache_fork_unlock(void);
+
+/* ------------------------------------------------------------------ */
+/* track.c */
+
+/*
+ * Remember that address sa was handed out for replica i of cluster c, so
+ * that a failed connect to it counts against that replica.
+ */
+void rlb_track_handout(const struct rlb_cluster *c, size_t i,
+		       const struct sockaddr *sa, socklen_t len);
+/*
+ * What tracking asks of its owner (runtime.c registers them at start):
+ * charge() counts a failure against its replicas; next_address() gives,
+ * for connect_failover, the address of the best replica of the failed
+ * one's cluster not among `tried`, in the family of `failed` and with the
+ * port resolution would have given (handed out, so tracked), or false.
+ */
+struct rlb_track_ops {
+	void (*charge)(const struct rlb_failure *f);
+	bool (*next_address)(const struct rlb_owner *tried, size_t ntried,
+			     const struct sockaddr *failed, socklen_t len,
+			     struct sockaddr_storage *out, socklen_t *outlen);
+};
+void rlb_track_set_ops(const struct rlb_track_ops *ops);
+/* Fork handler hooks for tracking's one lock (runtime.c). */
+void rlb_track_fork_lock(void);
+void rlb_track_fork_unlock(void);
+/* In a forked child: forget the parent's pending attempts (runtime.c). */
+void rlb_track_after_fork_child(void);
+
+/*
+ * Hook bodies: same contract as the libc functions. Connects to replica
+ * addresses are bounded, fail over when asked, and report what counts
+ * (design.md §5).
+ */
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int rlb_track_getsockopt(int fd, int level, int name, void *val,
+			 socklen_t *len);
+int rlb_track_close(int fd);
+/*
+ * Settle attempts the program dropped without our close() (a raw close
+ * system call, longjmp): each older than its bound counts one error.
+ * Cheap when nothing is pending; resolution calls it.
+ */
+void rlb_track_sweep(void);
+/* Whether connect/close must look at anything at all (cheap). */
+bool rlb_track_active(void);
+
+#endif /* RLB_PRELOAD_H */

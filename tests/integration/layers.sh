@@ -1,0 +1,70 @@
+#!/bin/bash
+# layers.sh - the folders of src/ are the layers (design.md §10.1): a file
+# includes only headers of its own folder and of folders below it, the
+# products (preload, ctl, and the NSS module to come) never include each
+# other, each folder has one header that the others include; and the
+# binaries hold only their own layers: no CLI code in libreplicalb.so, no
+# preload code in replicalbctl.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+rlb_setup nocanary
+
+# Each folder and the folders it may include, itself first.
+declare -A below=(
+	[base]="base"
+	[model]="model base"
+	[state]="state model base"
+	[engine]="engine state model base"
+	[preload]="preload engine state model base"
+	[nss]="nss engine state model base"
+	[ctl]="ctl engine state model base"
+)
+
+bad=
+for dir in "$top_srcdir"/src/*/; do
+	layer=$(basename "$dir")
+	if [ -z "${below[$layer]:-}" ]; then
+		bad+="src/$layer is no known layer; "
+		continue
+	fi
+	[ -f "$dir/$layer.h" ] || bad+="src/$layer has no $layer.h; "
+	for f in "$dir"*.[ch]; do
+		while read -r inc; do
+			case $inc in
+			config.h) continue ;; # autoconf's, from the build
+			*/*) ;;
+			*) bad+="${f#"$top_srcdir"/}: \"$inc\" names no folder; "; continue ;;
+			esac
+			to=${inc%%/*}
+			ok=
+			for l in ${below[$layer]}; do [ "$l" = "$to" ] && ok=1; done
+			[ -n "$ok" ] || bad+="${f#"$top_srcdir"/} includes $inc; "
+			# Across folders only the folder's one header.
+			if [ "$to" != "$layer" ] && [ "$inc" != "$to/$to.h" ]; then
+				bad+="${f#"$top_srcdir"/} includes $inc, not $to/$to.h; "
+			fi
+		done < <(sed -n 's/^#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p' "$f")
+	done
+done
+check_eq "every include points down, products apart, one header a folder" "" "$bad"
+
+# A layer's header includes exactly the one below it.
+check_eq "model.h builds on base.h" 'base/base.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/model/model.h")"
+check_eq "state.h builds on model.h" 'model/model.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/state/state.h")"
+check_eq "engine.h builds on state.h" 'state/state.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/engine/engine.h")"
+
+lib=${RLB_LIB##* }
+ctl=$top_builddir/replicalbctl
+[ -x "$ctl" ] && [ -x "$top_builddir/.libs/replicalbctl" ] &&
+	ctl=$top_builddir/.libs/replicalbctl
+# Function symbols (local ones included) by their module prefix.
+syms() { nm "$1" 2>/dev/null | awk '$2 ~ /^[tT]$/ { print $3 }'; }
+check_ge "libreplicalb.so has a symbol table" 50 "$(syms "$lib" | wc -l)"
+check_eq "no CLI code in libreplicalb.so" "" \
+	"$(syms "$lib" | grep -E '^(rlb_probe|cmd_|probe_)' | head -5 | tr '\n' ' ')"
+check_ge "replicalbctl has a symbol table" 50 "$(syms "$ctl" | wc -l)"
+check_eq "no preload code in replicalbctl" "" \
+	"$(syms "$ctl" | grep -E '^rlb_(track|resolve|runtime|dnscache)_' | head -5 | tr '\n' ' ')"
+finish
