@@ -39,7 +39,7 @@ targets=${*:-$all_targets}
 # The library sources each target needs: the core, plus the preload layer
 # for resolve (it also brings in track.c).
 core="base/libc base/util base/log model/policy model/config model/config_parse model/config_load state/health engine/select engine/snapshot"
-preload="preload/runtime preload/resolve preload/dnscache preload/track"
+preload="preload/runtime preload/resolve preload/dnscache preload/track_addrs preload/track_pending preload/track_connect"
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra \

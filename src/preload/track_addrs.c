@@ -1,0 +1,309 @@
+/* track_addrs.c - the table of handed-out addresses (design.md §11.1):
+ * which replicas an address was handed out for, and how connects to it
+ * are made. Written at every resolution, read at every connect: readers
+ * take no lock. */
+#include "config.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include "preload/track_internal.h"
+
+enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
+
+/*
+ * One handed-out address of one replica. Written once, then published by
+ * `state`; never removed (the table is bounded by the config's
+ * replicas and their addresses), so readers need no lock. The connect
+ * settings follow the config in force at the latest handout.
+ */
+struct addr_slot {
+	_Atomic uint32_t state;
+	struct dest d;		    /* port 0: any port (gethostbyname) */
+	uint64_t cluster;	    /* cluster name_hash */
+	uint64_t replica;	    /* replica identity */
+	_Atomic int64_t timeout_ms; /* the cluster's connect_timeout_ms */
+	_Atomic bool failover;	    /* the cluster's connect_failover */
+	_Atomic int64_t handout_ms; /* monotonic time of the latest handout */
+	_Atomic int64_t failed_ms;  /* of the latest counted failure; 0 */
+};
+
+static struct addr_slot *addr_table;
+atomic_bool rlb_addr_active;
+/* Bit h set: some handed-out address has home slot h. A connect() to an
+ * address whose home bit is clear is no replica's: one load decides. */
+_Atomic uint64_t rlb_addr_home_bits[ADDR_SLOTS / 64];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_init(void)
+{
+	void *a = mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+
+	rlb_pending_setup();
+	if (a == MAP_FAILED) {
+		rlb_log(RLB_LOG_WARNING,
+			"no memory for connect tracking: errors not counted");
+		return;
+	}
+	addr_table = a;
+}
+
+bool rlb_addr_to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0,    0,
+					     0, 0, 0, 0, 0xff, 0xff};
+
+	if (!sa)
+		return false;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		d->family = AF_INET;
+		d->port = in->sin_port;
+		memcpy(d->addr, &in->sin_addr, 4);
+		memset(d->addr + 4, 0, sizeof(d->addr) - 4);
+		return true;
+	}
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		d->port = in6->sin6_port;
+		if (memcmp(&in6->sin6_addr, v4mapped, 12) == 0) {
+			d->family = AF_INET;
+			memcpy(d->addr, (const uint8_t *)&in6->sin6_addr + 12,
+			       4);
+			memset(d->addr + 4, 0, sizeof(d->addr) - 4);
+		} else {
+			d->family = AF_INET6;
+			memcpy(d->addr, &in6->sin6_addr, 16);
+		}
+		return true;
+	}
+	return false;
+}
+
+/* d as text for the debug log: ADDR:PORT, [ADDR6]:PORT. */
+const char *rlb_addr_str(const struct dest *d, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	inet_ntop(d->family, d->addr, a, sizeof(a));
+	snprintf(buf, len, d->family == AF_INET6 ? "[%s]:%u" : "%s:%u", a,
+		 ntohs(d->port));
+	return buf;
+}
+
+static size_t addr_home(const struct dest *d)
+{
+	uint64_t a, b;
+
+	memcpy(&a, d->addr, 8);
+	memcpy(&b, d->addr + 8, 8);
+	return rlb_addr_home_of(a, b, d->family);
+}
+
+bool rlb_addr_same(const struct dest *a, const struct dest *b)
+{
+	return a->family == b->family &&
+	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+/*
+ * The sockaddr of d for socket fd: in fd's family (an IPv4 destination of
+ * an AF_INET6 socket is v4-mapped). Returns its length, 0 on failure.
+ */
+socklen_t rlb_addr_sockaddr(int fd, const struct dest *d,
+			    struct sockaddr_storage *ss)
+{
+	int domain = 0;
+	socklen_t len = sizeof(domain);
+
+	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len))
+		return 0;
+	memset(ss, 0, sizeof(*ss));
+	if (domain == AF_INET && d->family == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = d->port;
+		memcpy(&in->sin_addr, d->addr, 4);
+		return sizeof(*in);
+	}
+	if (domain == AF_INET6) {
+		struct sockaddr_in6 *in6 = (void *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = d->port;
+		if (d->family == AF_INET6) {
+			memcpy(&in6->sin6_addr, d->addr, 16);
+		} else {
+			in6->sin6_addr.s6_addr[10] = 0xff;
+			in6->sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&in6->sin6_addr.s6_addr[12], d->addr, 4);
+		}
+		return sizeof(*in6);
+	}
+	return 0;
+}
+
+void rlb_track_handout(const struct rlb_cluster *c, size_t i,
+		       const struct sockaddr *sa, socklen_t len)
+{
+	struct addr_slot *s = NULL;
+	struct dest d;
+	size_t home, k;
+
+	if (!rlb_addr_to_dest(sa, len, &d))
+		return;
+	pthread_once(&tables_once, tables_init);
+	if (!addr_table)
+		return;
+	home = addr_home(&d);
+	if (!(atomic_load_explicit(&rlb_addr_home_bits[home / 64],
+				   memory_order_relaxed) &
+	      (1ULL << (home % 64))))
+		atomic_fetch_or_explicit(&rlb_addr_home_bits[home / 64],
+					 1ULL << (home % 64),
+					 memory_order_release);
+	for (k = 0; k < ADDR_SLOTS; k++) {
+		uint32_t state;
+
+		s = &addr_table[(home + k) % ADDR_SLOTS];
+		state = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (state == SLOT_READY) {
+			if (rlb_addr_same(&s->d, &d) && s->d.port == d.port &&
+			    s->cluster == c->name_hash &&
+			    s->replica == c->replicas[i].identity)
+				break;
+			continue;
+		}
+		if (state == SLOT_WRITING)
+			continue;
+		if (!atomic_compare_exchange_strong(&s->state, &state,
+						    SLOT_WRITING))
+			continue;
+		s->d = d;
+		s->cluster = c->name_hash;
+		s->replica = c->replicas[i].identity;
+		atomic_store_explicit(&s->timeout_ms, c->s.connect_timeout_ms,
+				      memory_order_relaxed);
+		atomic_store_explicit(&s->state, SLOT_READY,
+				      memory_order_release);
+		break;
+	}
+	if (k == ADDR_SLOTS) {
+		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");
+	} else {
+		atomic_store_explicit(&s->timeout_ms, c->s.connect_timeout_ms,
+				      memory_order_relaxed);
+		atomic_store_explicit(&s->failover, c->s.connect_failover,
+				      memory_order_relaxed);
+		if (c->s.connect_failover)
+			atomic_store_explicit(&s->handout_ms,
+					      rlb_monotonic_ms(),
+					      memory_order_relaxed);
+	}
+	atomic_store_explicit(&rlb_addr_active, true, memory_order_release);
+}
+
+/*
+ * The replicas destination d was handed out for (deduplicated), and in
+ * *pol how connects to it are made: the shortest bound of its owners,
+ * failover when any owner asks for it, stale when one of them has failed
+ * since it was handed out. owners NULL: mark d failed now instead.
+ */
+size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
+		       struct conn_policy *pol)
+{
+	size_t home = addr_home(d), n = 0;
+
+	pol->timeout_ms = 0;
+	pol->failover = false;
+	pol->stale = false;
+	if (!addr_table ||
+	    !(atomic_load_explicit(&rlb_addr_home_bits[home / 64],
+				   memory_order_acquire) &
+	      (1ULL << (home % 64))))
+		return 0;
+	for (size_t k = 0; k < ADDR_SLOTS; k++) {
+		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
+		uint32_t state =
+			atomic_load_explicit(&s->state, memory_order_acquire);
+		int64_t t;
+		size_t j;
+
+		if (state == SLOT_EMPTY)
+			break;
+		if (state != SLOT_READY || !rlb_addr_same(&s->d, d) ||
+		    (s->d.port && s->d.port != d->port))
+			continue;
+		t = atomic_load_explicit(&s->timeout_ms, memory_order_relaxed);
+		if (t > 0 && (pol->timeout_ms == 0 || t < pol->timeout_ms))
+			pol->timeout_ms = t;
+		pol->failover |= atomic_load_explicit(&s->failover,
+						      memory_order_relaxed);
+		if (!owners) { /* mark it failed: see report_dest() */
+			if (atomic_load_explicit(&s->failover,
+						 memory_order_relaxed))
+				atomic_store_explicit(&s->failed_ms,
+						      rlb_monotonic_ms(),
+						      memory_order_relaxed);
+			continue;
+		}
+		pol->stale |= atomic_load_explicit(&s->failed_ms,
+						   memory_order_relaxed) >
+			      atomic_load_explicit(&s->handout_ms,
+						   memory_order_relaxed);
+		for (j = 0; j < n; j++)
+			if (owners[j].cluster == s->cluster &&
+			    owners[j].replica == s->replica)
+				break;
+		if (j == n && n < RLB_MAX_OWNERS) {
+			owners[n].cluster = s->cluster;
+			owners[n].replica = s->replica;
+			n++;
+		}
+	}
+	return n;
+}
+
+bool rlb_track_active(void)
+{
+	return atomic_load_explicit(&rlb_addr_active, memory_order_relaxed);
+}
+
+/* Whether two owner lists share a cluster but not a replica. */
+bool rlb_addr_other_replica(const struct rlb_owner *a, size_t na,
+			    const struct rlb_owner *b, size_t nb)
+{
+	bool cluster = false;
+
+	for (size_t i = 0; i < na; i++)
+		for (size_t j = 0; j < nb; j++) {
+			if (a[i].cluster != b[j].cluster)
+				continue;
+			if (a[i].replica == b[j].replica)
+				return false;
+			cluster = true;
+		}
+	return cluster;
+}
+
+/* Whether destination a is another replica of a cluster of b's. */
+bool rlb_addr_other_replica_of(const struct dest *a, const struct dest *b)
+{
+	struct rlb_owner oa[RLB_MAX_OWNERS], ob[RLB_MAX_OWNERS];
+	struct conn_policy pol;
+	size_t na = rlb_addr_owners(a, oa, &pol),
+	       nb = rlb_addr_owners(b, ob, &pol);
+
+	return rlb_addr_other_replica(oa, na, ob, nb);
+}

@@ -1,0 +1,188 @@
+/* track_internal.h - what the three parts of connect tracking share:
+ * track_addrs.c, the table of handed-out addresses (which replica an
+ * address is); track_pending.c, attempts pending and their fate (errors,
+ * slowdowns, what is abandoned); track_connect.c, the connect engine
+ * (bounds, signals, failover) and the hook bodies (design.md §5, §11). */
+#ifndef RLB_TRACK_INTERNAL_H
+#define RLB_TRACK_INTERNAL_H
+
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "preload/preload.h"
+
+#define ADDR_SLOTS 16384 /* handed-out (address, replica) pairs */
+
+/* A normalised destination: v4-mapped v6 addresses count as v4. */
+struct dest {
+	uint8_t family; /* AF_INET or AF_INET6 */
+	uint16_t port;	/* network order */
+	uint8_t addr[16];
+};
+
+/* How connects to an address are made: the strictest of its owners'. */
+struct conn_policy {
+	int64_t timeout_ms; /* 0: unbounded */
+	bool failover;
+	bool stale; /* it failed since it was last handed out */
+};
+
+/* What is remembered of a pending connect. */
+struct pending_connect {
+	struct dest d;
+	uint64_t ino;	    /* socket inode, against reused fds */
+	int64_t start_ms;   /* monotonic start of the attempt */
+	int64_t timeout_ms; /* its bound */
+	int32_t syncnt;	    /* the program's TCP_SYNCNT, 0: not changed */
+	uint32_t moved;	    /* failover moved it off the program's address */
+};
+
+#define PENDING_WORDS ((sizeof(struct pending_connect) + 7) / 8)
+
+/*
+ * A socket whose connect to a replica address is pending. The payload is
+ * kept in relaxed atomic words: a slot passes from one thread to another
+ * when the kernel reuses an fd number, an ordering that only the kernel
+ * sees (and ThreadSanitizer would otherwise flag).
+ */
+struct fd_slot {
+	_Atomic uint32_t pending; /* the entry's sequence number; 0: none */
+	_Atomic uint64_t words[PENDING_WORDS];
+};
+
+/* track_addrs.c */
+
+/* Bit h set: some handed-out address has home slot h (§11.2). */
+extern _Atomic uint64_t rlb_addr_home_bits[ADDR_SLOTS / 64];
+/* Some address was handed out: connects must be looked at. */
+extern atomic_bool rlb_addr_active;
+
+/* Home slot of an address given as two words: a cheap multiply-mix. */
+static inline size_t rlb_addr_home_of(uint64_t a, uint64_t b, int family)
+{
+	uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)family) *
+		     0xbf58476d1ce4e5b9ULL;
+
+	return (h ^ (h >> 29)) % ADDR_SLOTS;
+}
+
+/*
+ * Whether sa may be a handed-out address: its home bit is set. Computes
+ * the same home as addr_home() straight from the sockaddr, without a
+ * stack frame: this is all a connect() to any other address pays.
+ */
+static inline __attribute__((always_inline)) bool
+rlb_addr_maybe_replica(const struct sockaddr *sa, socklen_t len)
+{
+	uint64_t a = 0, b = 0;
+	int family = AF_INET;
+	size_t home;
+
+	if (!sa)
+		return false;
+	if (sa->sa_family == AF_INET) {
+		uint32_t v4;
+
+		if (len < sizeof(struct sockaddr_in))
+			return false;
+		memcpy(&v4, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		a = v4;
+	} else if (sa->sa_family == AF_INET6) {
+		const uint8_t *p;
+
+		if (len < sizeof(struct sockaddr_in6))
+			return false;
+		p = (const uint8_t *)&((const struct sockaddr_in6 *)sa)
+			    ->sin6_addr;
+		memcpy(&a, p, 8);
+		memcpy(&b, p + 8, 8);
+		if (a == 0 && p[8] == 0 && p[9] == 0 && p[10] == 0xff &&
+		    p[11] == 0xff) {
+			uint32_t v4;
+
+			memcpy(&v4, p + 12, 4);
+			a = v4; /* v4-mapped: the IPv4 address's home */
+			b = 0;
+		} else {
+			family = AF_INET6;
+		}
+	} else {
+		return false;
+	}
+	home = rlb_addr_home_of(a, b, family);
+	return atomic_load_explicit(&rlb_addr_home_bits[home / 64],
+				    memory_order_relaxed) &
+	       (1ULL << (home % 64));
+}
+
+/* sa as a destination; false when it is no IP address. */
+bool rlb_addr_to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d);
+/* d as text for the log: ADDR:PORT, [ADDR6]:PORT. */
+const char *rlb_addr_str(const struct dest *d, char *buf, size_t len);
+/* Whether a and b are the same address (ports aside). */
+bool rlb_addr_same(const struct dest *a, const struct dest *b);
+/* d as a sockaddr in fd's family (length), 0 when it cannot be. */
+socklen_t rlb_addr_sockaddr(int fd, const struct dest *d,
+			    struct sockaddr_storage *ss);
+/*
+ * The replicas d was handed out for, at most RLB_MAX_OWNERS, and in *pol
+ * how connects to d are made; owners NULL: mark d failed now instead.
+ */
+size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
+		       struct conn_policy *pol);
+/* Whether two owner lists share a cluster but not a replica. */
+bool rlb_addr_other_replica(const struct rlb_owner *a, size_t na,
+			    const struct rlb_owner *b, size_t nb);
+/* Whether a is another replica of one of b's clusters. */
+bool rlb_addr_other_replica_of(const struct dest *a, const struct dest *b);
+
+/* track_pending.c */
+
+/* Sockets with a pending entry; while 0, nothing needs clearing. */
+extern atomic_uint rlb_pending_count;
+/* The ops registered by the owner (runtime.c), or NULL. */
+const struct rlb_track_ops *rlb_pending_ops(void);
+/* Called once by the address table set-up: the pending table. */
+void rlb_pending_setup(void);
+
+/* Report a failure of a connect to d: an error, or a slowdown. */
+void rlb_pending_report(const struct dest *d, int err, int64_t age_ms,
+			bool slowdown);
+/* fd's slot in the pending table, or NULL. */
+struct fd_slot *rlb_pending_slot(int fd);
+/* The inode of socket fd, 0 when fd is not open. */
+ino_t rlb_pending_ino(int fd);
+/* Whether fd's connect is still under way (SYN_SENT). */
+bool rlb_pending_connecting(int fd);
+/* A copy of the entry in slot s. */
+void rlb_pending_load(struct fd_slot *s, struct pending_connect *p);
+/* Make p the pending entry of fd (set before the connect is made). */
+void rlb_pending_set(int fd, const struct pending_connect *p);
+/* Take fd's pending entry when it is this very socket. */
+bool rlb_pending_take(int fd, struct pending_connect *copy);
+/*
+ * Judge attempt p, given up before its outcome was seen, its socket fd
+ * still open (-1: gone); (owners, n): the replica being connected now.
+ */
+void rlb_pending_judge(const struct pending_connect *p, int fd,
+		       const struct rlb_owner *owners, size_t n, bool at_exit);
+/* Put the program's TCP_SYNCNT back, unless it set one since. */
+void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p);
+/* An attempt to d that started at start_ms has connected. */
+void rlb_pending_won(const struct dest *d, int64_t start_ms);
+/* The attempt on fd is over; an earlier socket's entry is judged. */
+void rlb_pending_clear(int fd);
+/* Look at recent pending attempts but fd's (design.md §11.6). */
+void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
+		       bool at_exit);
+/* A connect to (owners, n) starts: dropped attempts were slow. */
+void rlb_pending_match_dropped(const struct rlb_owner *owners, size_t n);
+/* Whether this is a vfork() child borrowing the tables. */
+bool rlb_pending_in_vfork_child(void);
+/* The TCP_SYNCNT that bounds a connect to about timeout_ms. */
+int rlb_pending_syncnt_for(int64_t timeout_ms);
+/* Store p again as fd's entry, if fd still has one. */
+void rlb_pending_update(int fd, const struct pending_connect *p);
+
+#endif /* RLB_TRACK_INTERNAL_H */
