@@ -90,4 +90,62 @@ void rlb_cfg_overlay(struct rlb_config *cfg, struct rlb_cfg_layer *l);
 void rlb_cfg_inherit(struct rlb_cfg_cluster *pc,
 		     const struct rlb_settings *defaults);
 
+/* Where a key may be written: one bit per level of a file. */
+enum key_scope {
+	RLB_SCOPE_TOP = 1 << 0,	    /* the top level only */
+	RLB_SCOPE_CLUSTER = 1 << 1, /* inside a cluster only */
+	/* A setting: the top level's is the default of every cluster. */
+	RLB_SCOPE_BOTH = RLB_SCOPE_TOP | RLB_SCOPE_CLUSTER,
+	RLB_SCOPE_REPLICA = 1 << 2, /* inside a replica group */
+};
+
+/* How a key's value is read, and the C type it is stored as. */
+enum key_type {
+	RLB_TYPE_POLICY,     /* enum rlb_policy, by ClickHouse name */
+	RLB_TYPE_COUNT,	     /* int64_t >= 0 */
+	RLB_TYPE_BOOL,	     /* bool */
+	RLB_TYPE_PORT,	     /* int 1..65535 */
+	RLB_TYPE_HOSTNAME,   /* char *, a checked host name */
+	RLB_TYPE_PATH,	     /* char *, absolute */
+	RLB_TYPE_LOG_LEVEL,  /* enum rlb_log_level */
+	RLB_TYPE_LOG_TARGET, /* enum rlb_log_target */
+	/* Structure, read by code of its own; no offset, no default. */
+	RLB_TYPE_CLUSTERS,
+	RLB_TYPE_NAME,
+	RLB_TYPE_REPLICAS,
+	RLB_TYPE_HOST,
+	RLB_TYPE_ADDRESS,
+	RLB_NTYPES,
+};
+
+/* One key that a config may write. */
+struct key {
+	const char *name;
+	enum key_scope scope;
+	enum key_type type;
+	size_t off;  /* of the value in struct rlb_settings (BOTH),
+		      * rlb_config (TOP), rlb_cluster (CLUSTER) or
+		      * rlb_replica (REPLICA) */
+	int64_t def; /* built-in value (strings: NULL) */
+};
+
+/* config_keys.c */
+
+/* Every key, for reading values, "did you mean" hints and scope errors. */
+extern const struct key rlb_cfg_keys[];
+extern const size_t rlb_cfg_nkeys;
+/* The bit of key k in `given` masks. */
+uint64_t rlb_cfg_key_bit(const struct key *k);
+/* The key called name that may stand at level `here`, or NULL. */
+const struct key *rlb_cfg_key_find(const char *name, enum key_scope here);
+/* Where the value of key k lives in base, a struct of level `here`. */
+void *rlb_cfg_value_at(void *base, enum key_scope here, const struct key *k);
+/* Whether values of type t are strings (char *, owned). */
+bool rlb_cfg_is_string(enum key_type t);
+/* Store v as a value of type t (a number, enum or bool) at dst. */
+void rlb_cfg_store(enum key_type t, void *dst, int64_t v);
+/* The built-in value of every key of level `here` into base, except in
+ * a cluster the settings, which come from the top level. */
+void rlb_cfg_set_defaults(void *base, enum key_scope here);
+
 #endif /* RLB_CONFIG_INTERNAL_H */

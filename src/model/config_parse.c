@@ -13,179 +13,6 @@
 
 #include "model/config_internal.h"
 
-/* Where a key may be written: one bit per level of a file. */
-enum key_scope {
-	RLB_SCOPE_TOP = 1 << 0,	    /* the top level only */
-	RLB_SCOPE_CLUSTER = 1 << 1, /* inside a cluster only */
-	/* A setting: the top level's is the default of every cluster. */
-	RLB_SCOPE_BOTH = RLB_SCOPE_TOP | RLB_SCOPE_CLUSTER,
-	RLB_SCOPE_REPLICA = 1 << 2, /* inside a replica group */
-};
-
-/* How a key's value is read, and the C type it is stored as. */
-enum key_type {
-	RLB_TYPE_POLICY,     /* enum rlb_policy, by ClickHouse name */
-	RLB_TYPE_COUNT,	     /* int64_t >= 0 */
-	RLB_TYPE_BOOL,	     /* bool */
-	RLB_TYPE_PORT,	     /* int 1..65535 */
-	RLB_TYPE_HOSTNAME,   /* char *, a checked host name */
-	RLB_TYPE_PATH,	     /* char *, absolute */
-	RLB_TYPE_LOG_LEVEL,  /* enum rlb_log_level */
-	RLB_TYPE_LOG_TARGET, /* enum rlb_log_target */
-	/* Structure, read by code of its own; no offset, no default. */
-	RLB_TYPE_CLUSTERS,
-	RLB_TYPE_NAME,
-	RLB_TYPE_REPLICAS,
-	RLB_TYPE_HOST,
-	RLB_TYPE_ADDRESS,
-	RLB_NTYPES,
-};
-
-/* One key that a config may write. */
-struct key {
-	const char *name;
-	enum key_scope scope;
-	enum key_type type;
-	size_t off;  /* of the value in struct rlb_settings (BOTH),
-		      * rlb_config (TOP), rlb_cluster (CLUSTER) or
-		      * rlb_replica (REPLICA) */
-	int64_t def; /* built-in value (strings: NULL) */
-};
-
-#define SETTING(f) offsetof(struct rlb_settings, f)
-#define CONFIG(f)  offsetof(struct rlb_config, f)
-#define CLUSTER(f) offsetof(struct rlb_cluster, f)
-#define REPLICA(f) offsetof(struct rlb_replica, f)
-
-/*
- * Every key, for reading values, "did you mean" hints and scope errors.
- * A hint is the first of the closest keys valid where the wrong one
- * stands, so the order matters a little. A cluster's local_hostname is
- * not a copy of the top level's: NULL there means the top level's.
- */
-static const struct key keys[] = {
-	{"name", RLB_SCOPE_CLUSTER, RLB_TYPE_NAME, 0, 0},
-	{"replicas", RLB_SCOPE_CLUSTER, RLB_TYPE_REPLICAS, 0, 0},
-	{"port", RLB_SCOPE_CLUSTER, RLB_TYPE_PORT, CLUSTER(port), 0},
-	{"load_balancing", RLB_SCOPE_BOTH, RLB_TYPE_POLICY,
-	 SETTING(load_balancing), RLB_POLICY_RANDOM},
-	{"load_balancing_first_offset", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(first_offset), 0},
-	{"distributed_replica_error_half_life", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(half_life), 60},
-	{"distributed_replica_error_cap", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(error_cap), 1000},
-	{"distributed_replica_max_ignored_errors", RLB_SCOPE_BOTH,
-	 RLB_TYPE_COUNT, SETTING(max_ignored_errors), 0},
-	{"local_hostname", RLB_SCOPE_TOP, RLB_TYPE_HOSTNAME,
-	 CONFIG(local_hostname), 0},
-	{"dns_cache_ttl", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(dns_cache_ttl), 15},
-	{"connect_timeout_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(connect_timeout_ms), 1000},
-	{"local_hostname", RLB_SCOPE_CLUSTER, RLB_TYPE_HOSTNAME,
-	 CLUSTER(local_hostname), 0},
-	{"connect_failover", RLB_SCOPE_BOTH, RLB_TYPE_BOOL,
-	 SETTING(connect_failover), false},
-	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0},
-	{"log_level", RLB_SCOPE_TOP, RLB_TYPE_LOG_LEVEL, CONFIG(log_level),
-	 RLB_LOG_WARNING},
-	{"log_target", RLB_SCOPE_TOP, RLB_TYPE_LOG_TARGET, CONFIG(log_target),
-	 RLB_LOG_STDERR},
-	{"clusters", RLB_SCOPE_TOP, RLB_TYPE_CLUSTERS, 0, 0},
-	{"host", RLB_SCOPE_REPLICA, RLB_TYPE_HOST, 0, 0},
-	{"port", RLB_SCOPE_REPLICA, RLB_TYPE_PORT, REPLICA(port), 0},
-	{"priority", RLB_SCOPE_REPLICA, RLB_TYPE_COUNT, REPLICA(priority), 1},
-	{"address", RLB_SCOPE_REPLICA, RLB_TYPE_ADDRESS, 0, 0},
-};
-
-#define N_KEYS (sizeof(keys) / sizeof(*keys))
-_Static_assert(N_KEYS <= 64, "a given mask has a bit per key");
-
-/* The bit of key k in `given` masks. */
-static uint64_t key_bit(const struct key *k)
-{
-	return (uint64_t)1 << (k - keys);
-}
-
-/* The key called name that may stand at level `here`, or NULL. */
-static const struct key *key_find(const char *name, enum key_scope here)
-{
-	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
-		if ((k->scope & here) && strcmp(k->name, name) == 0)
-			return k;
-	}
-	return NULL;
-}
-
-/* Where the value of key k lives in base, a struct of level `here`. */
-static void *value_at(void *base, enum key_scope here, const struct key *k)
-{
-	if (k->scope == RLB_SCOPE_BOTH && here == RLB_SCOPE_TOP)
-		base = &((struct rlb_config *)base)->defaults;
-	else if (k->scope == RLB_SCOPE_BOTH)
-		base = &((struct rlb_cluster *)base)->s;
-	return (char *)base + k->off;
-}
-
-static bool is_string(enum key_type t)
-{
-	return t == RLB_TYPE_HOSTNAME || t == RLB_TYPE_PATH;
-}
-
-/* Bytes of a value of each type; 0 for structure. */
-static const size_t value_size[RLB_NTYPES] = {
-	[RLB_TYPE_POLICY] = sizeof(enum rlb_policy),
-	[RLB_TYPE_COUNT] = sizeof(int64_t),
-	[RLB_TYPE_BOOL] = sizeof(bool),
-	[RLB_TYPE_PORT] = sizeof(int),
-	[RLB_TYPE_HOSTNAME] = sizeof(char *),
-	[RLB_TYPE_PATH] = sizeof(char *),
-	[RLB_TYPE_LOG_LEVEL] = sizeof(enum rlb_log_level),
-	[RLB_TYPE_LOG_TARGET] = sizeof(enum rlb_log_target),
-};
-
-/* Store v as a value of type t (a number, enum or bool) at dst. */
-static void store(enum key_type t, void *dst, int64_t v)
-{
-	switch (t) {
-	case RLB_TYPE_POLICY:
-		*(enum rlb_policy *)dst = (enum rlb_policy)v;
-		break;
-	case RLB_TYPE_COUNT:
-		*(int64_t *)dst = v;
-		break;
-	case RLB_TYPE_BOOL:
-		*(bool *)dst = v != 0;
-		break;
-	case RLB_TYPE_PORT:
-		*(int *)dst = (int)v;
-		break;
-	case RLB_TYPE_LOG_LEVEL:
-		*(enum rlb_log_level *)dst = (enum rlb_log_level)v;
-		break;
-	case RLB_TYPE_LOG_TARGET:
-		*(enum rlb_log_target *)dst = (enum rlb_log_target)v;
-		break;
-	default:
-		break; /* strings start NULL; structure has no value */
-	}
-}
-
-/*
- * The built-in value of every key of level `here` into base, except in
- * a cluster the settings, which come from the top level.
- */
-static void set_defaults(void *base, enum key_scope here)
-{
-	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
-		if (!(k->scope & here) ||
-		    (k->scope == RLB_SCOPE_BOTH && here != RLB_SCOPE_TOP))
-			continue;
-		store(k->type, value_at(base, here, k), k->def);
-	}
-}
-
 /* ------------------------------------------------------------------ */
 /* Messages */
 
@@ -328,11 +155,13 @@ static const char *suggest_key(const char *name, enum key_scope here)
 	size_t best_d = SIZE_MAX, len = strlen(name);
 	const char *best = NULL;
 
-	for (const struct key *k = keys; len >= 3 && k < keys + N_KEYS; k++) {
+	for (const struct key *k = rlb_cfg_keys;
+	     len >= 3 && k < rlb_cfg_keys + rlb_cfg_nkeys; k++) {
 		if ((k->scope & here) && strncmp(k->name, name, len) == 0)
 			return k->name;
 	}
-	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
+	for (const struct key *k = rlb_cfg_keys;
+	     k < rlb_cfg_keys + rlb_cfg_nkeys; k++) {
 		size_t d;
 
 		if (!(k->scope & here))
@@ -351,10 +180,11 @@ static void bad_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		    enum key_scope here)
 {
 	const char *name = config_setting_name(s);
-	const struct key *top = key_find(name, RLB_SCOPE_TOP);
+	const struct key *top = rlb_cfg_key_find(name, RLB_SCOPE_TOP);
 	const char *what, *hint;
 
-	if (here == RLB_SCOPE_TOP && key_find(name, RLB_SCOPE_CLUSTER)) {
+	if (here == RLB_SCOPE_TOP &&
+	    rlb_cfg_key_find(name, RLB_SCOPE_CLUSTER)) {
 		report(p, s, "%s is only valid inside a cluster", name);
 		return;
 	}
@@ -579,9 +409,9 @@ static bool get_value(struct rlb_cfg_parser *p, const config_setting_t *s,
 
 /* One group being read: the top level, a cluster or a replica. */
 struct group {
-	enum key_scope here;	     /* its level */
-	void *base;		     /* rlb_config, rlb_cluster, rlb_replica */
-	uint64_t given;		     /* key_bit() of each value stored */
+	enum key_scope here; /* its level */
+	void *base;	     /* rlb_config, rlb_cluster, rlb_replica */
+	uint64_t given;	     /* rlb_cfg_key_bit() of each value stored */
 	struct rlb_cfg_layer *layer; /* the file's, for its clusters */
 	/* Found, for the caller to read after the other keys. */
 	const config_setting_t *name, *replicas, *host;
@@ -598,7 +428,7 @@ static void set_cluster_name(struct rlb_cfg_parser *p,
 static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		      const struct key *k, struct group *g)
 {
-	void *dst = value_at(g->base, g->here, k);
+	void *dst = rlb_cfg_value_at(g->base, g->here, k);
 	const char *v;
 	int64_t n;
 
@@ -630,10 +460,10 @@ static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 	default:
 		if (!get_value(p, s, k, &n))
 			return;
-		store(k->type, dst, n);
+		rlb_cfg_store(k->type, dst, n);
 		break;
 	}
-	g->given |= key_bit(k);
+	g->given |= rlb_cfg_key_bit(k);
 }
 
 /* Read every key of group grp, in order, into g. */
@@ -644,7 +474,8 @@ static void parse_group(struct rlb_cfg_parser *p, const config_setting_t *grp,
 
 	for (int i = 0; i < n; i++) {
 		const config_setting_t *s = config_setting_get_elem(grp, i);
-		const struct key *k = key_find(config_setting_name(s), g->here);
+		const struct key *k =
+			rlb_cfg_key_find(config_setting_name(s), g->here);
 
 		if (k)
 			parse_key(p, s, k, g);
@@ -852,7 +683,7 @@ static void parse_replicas(struct rlb_cfg_parser *p, const config_setting_t *s,
 		const char *file;
 
 		r->line = origin(p, setting_line(p, e), &file);
-		set_defaults(r, RLB_SCOPE_REPLICA);
+		rlb_cfg_set_defaults(r, RLB_SCOPE_REPLICA);
 		if (config_setting_type(e) == CONFIG_TYPE_STRING)
 			parse_replica_string(p, e, r);
 		else if (config_setting_type(e) == CONFIG_TYPE_GROUP)
@@ -974,7 +805,7 @@ static void parse_cluster(struct rlb_cfg_parser *p, const config_setting_t *grp,
 
 	c->line = origin(p, (int)config_setting_source_line(grp), &file);
 	c->file = rlb_cfg_strdup(p, file);
-	set_defaults(c, RLB_SCOPE_CLUSTER);
+	rlb_cfg_set_defaults(c, RLB_SCOPE_CLUSTER);
 	parse_group(p, grp, &g);
 	pc->given = g.given;
 	if (g.name)
@@ -1094,42 +925,4 @@ void rlb_cfg_parse_text(struct rlb_cfg_parser *p, const char *text,
 	}
 	p->text = NULL;
 	config_destroy(&lc);
-}
-
-/* ------------------------------------------------------------------ */
-/* Values by key, for config_load.c's merge */
-
-void rlb_cfg_defaults(struct rlb_config *cfg)
-{
-	set_defaults(cfg, RLB_SCOPE_TOP);
-}
-
-void rlb_cfg_overlay(struct rlb_config *cfg, struct rlb_cfg_layer *l)
-{
-	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
-		void *dst = value_at(cfg, RLB_SCOPE_TOP, k);
-		void *src = value_at(&l->top, RLB_SCOPE_TOP, k);
-
-		if (!(l->given & key_bit(k)))
-			continue;
-		if (is_string(k->type))
-			free(*(char **)dst);
-		memcpy(dst, src, value_size[k->type]);
-		if (is_string(k->type))
-			*(char **)src = NULL;
-	}
-}
-
-void rlb_cfg_inherit(struct rlb_cfg_cluster *pc,
-		     const struct rlb_settings *defaults)
-{
-	struct rlb_settings own = pc->c.s;
-
-	pc->c.s = *defaults;
-	for (const struct key *k = keys; k < keys + N_KEYS; k++) {
-		if (k->scope == RLB_SCOPE_BOTH && (pc->given & key_bit(k)))
-			memcpy((char *)&pc->c.s + k->off,
-			       (const char *)&own + k->off,
-			       value_size[k->type]);
-	}
 }
