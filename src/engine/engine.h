@@ -1,5 +1,6 @@
-/* engine/engine.h - selection (select.c) and the snapshot a process selects
- * from (snapshot.c). */
+/* engine/engine.h - selection (select.c), the snapshot a process selects
+ * from and the error model (snapshot.c), and the answer for a virtual name
+ * that every consumer formats (answer.c). */
 #ifndef RLB_ENGINE_H
 #define RLB_ENGINE_H
 
@@ -101,5 +102,76 @@ struct rlb_failure {
  */
 void rlb_snapshot_charge(struct rlb_snapshot *snap,
 			 const struct rlb_failure *f);
+
+/* ------------------------------------------------------------------ */
+/* answer.c */
+
+/* One address of a resolved replica, as the real getaddrinfo gave it. */
+struct rlb_dns_addr {
+	int family;
+	int socktype;
+	int protocol;
+	socklen_t addrlen;
+	struct sockaddr_storage addr;
+};
+
+/* The real resolver's answer to one question: its error or addresses. */
+struct rlb_dns_answer {
+	int error; /* 0 or the EAI_* code */
+	size_t n;
+	struct rlb_dns_addr addrs[];
+};
+
+/*
+ * How a consumer resolves a replica's real host name: the preload
+ * library's per-process cache over libc's getaddrinfo (dnscache.c); an
+ * NSS module's resolver that never re-enters NSS. ask() answers question
+ * q about host (service may be NULL) with a malloc'd answer (NULL when
+ * out of memory), cached for ttl_s seconds (pinned: an IP literal, kept
+ * for good); *fresh when it was just asked of the real resolver.
+ */
+struct rlb_resolver {
+	struct rlb_dns_answer *(*ask)(const char *host, const char *service,
+				      const struct addrinfo *q, int64_t ttl_s,
+				      bool pinned, bool *fresh);
+};
+
+/* What a sink says after each address it was given. */
+enum rlb_answer_next {
+	RLB_ANSWER_MORE,   /* go on */
+	RLB_ANSWER_ENOUGH, /* stop: the answer is complete */
+	RLB_ANSWER_NOMEM,  /* stop: out of memory */
+};
+
+/*
+ * What a consumer does with an answer: skip() (may be NULL) leaves
+ * replica idx out before it is resolved; address() takes each address of
+ * replica idx in selection order (an addrinfo node to link, a hostent
+ * entry, the next replica to fail over to) and records it as handed out
+ * where the consumer tracks connects.
+ */
+struct rlb_answer_sink {
+	bool (*skip)(void *ctx, const struct rlb_cluster *c, size_t idx);
+	enum rlb_answer_next (*address)(void *ctx, struct rlb_cluster *c,
+					size_t idx,
+					const struct rlb_dns_addr *a);
+	void *ctx;
+};
+
+/*
+ * The answer for virtual name of cluster c to question q (design.md §4):
+ * one selection (peek: nothing written, no round-robin turn), then for
+ * each replica in selection order its addresses that fit q, with its own
+ * port or else `service`, given to sink. Replicas whose addresses are IP
+ * literals answer without the resolver where q is one libc answers
+ * plainly for a number; the others through res. A replica whose name
+ * resolves in no family counts one error (§5.5). Returns 0 when some
+ * replica answered, *first its host string; else the EAI_* code of the
+ * last failure (EAI_MEMORY: out of memory, or the sink said so).
+ */
+int rlb_answer(struct rlb_cluster *c, const char *service,
+	       const struct addrinfo *q, bool peek,
+	       const struct rlb_resolver *res,
+	       const struct rlb_answer_sink *sink, const char **first);
 
 #endif /* RLB_ENGINE_H */

@@ -79,22 +79,6 @@ void rlb_resolve_fork_unlock(void);
 /* ------------------------------------------------------------------ */
 /* dnscache.c */
 
-/* One address of a resolved replica, as the real getaddrinfo gave it. */
-struct rlb_dns_addr {
-	int family;
-	int socktype;
-	int protocol;
-	socklen_t addrlen;
-	struct sockaddr_storage addr;
-};
-
-/* The real resolver's answer to one question: its error or addresses. */
-struct rlb_dns_answer {
-	int error; /* 0 or the EAI_* code */
-	size_t n;
-	struct rlb_dns_addr addrs[];
-};
-
 /*
  * The real getaddrinfo's answer to (host, service, q), from the
  * per-process cache while younger than ttl_s seconds (pinned: forever;

@@ -1,6 +1,7 @@
-/* resolve.c - answers for virtual names: one selection, then each
- * replica's addresses (from a per-process cache over the real resolver)
- * in selection order, as an addrinfo list or a hostent. */
+/* resolve.c - the preload library's answers for virtual names, formatted
+ * from the engine's (rlb_answer(), over the per-process DNS cache): an
+ * addrinfo list, a hostent, the next replica to fail over to. Every
+ * address is recorded as handed out, for connect tracking. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -14,246 +15,6 @@
 #include <string.h>
 
 #include "preload/preload.h"
-
-#define STACK_SELECTION 64 /* replicas selected without malloc */
-
-/*
- * Whether a failed resolution of host is the replica's fault (design.md
- * §5.5): its name resolves in no family at all. Failing only in the
- * family the caller asked is not (an IPv4-only name has no IPv6 answer,
- * and with no DNS server in reach the IPv6 question fails with EAI_AGAIN
- * while /etc/hosts answers the plain one), nor failing only for the
- * service. Any question but the plain one is checked against the plain
- * one (AF_UNSPEC, no service), asked through the cache like any other.
- */
-static bool resolution_counts(int rc, const char *host,
-			      const struct addrinfo *q, int64_t ttl_s)
-{
-	struct addrinfo plain = {.ai_socktype = SOCK_STREAM};
-	struct rlb_dns_answer *e;
-	bool fresh, counts;
-
-	if (rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY &&
-	    rc != EAI_AGAIN && rc != EAI_FAIL)
-		return false;
-	if (q->ai_family == AF_UNSPEC) {
-		/* Every family was asked and none was answered. */
-		if (rc == EAI_AGAIN || rc == EAI_FAIL)
-			return true;
-		/* EAI_NONAME can also mean a service that is not a number
-		 * (AI_NUMERICSERV), or families not configured here. */
-		if (!(q->ai_flags & (AI_NUMERICSERV | AI_ADDRCONFIG)))
-			return rc == EAI_NONAME;
-	}
-	e = rlb_dnscache_ask(host, NULL, &plain, ttl_s, false, &fresh);
-	if (!e)
-		return false;
-	counts = e->error == EAI_NONAME || e->error == EAI_AGAIN ||
-		 e->error == EAI_FAIL;
-	free(e);
-	return counts;
-}
-
-/*
- * All addresses of replica r for question q (its port or `service`),
- * appended to *out and *nout (realloc'd). Returns 0 or the EAI_* failure.
- */
-static int replica_addrs(struct rlb_cluster *c, size_t idx, const char *service,
-			 const struct addrinfo *q, struct rlb_dns_addr **out,
-			 size_t *nout)
-{
-	const struct rlb_replica *r = &c->replicas[idx];
-	char port[8];
-	struct addrinfo pq = *q;
-	int last = 0;
-	size_t added = 0;
-
-	if (r->port) {
-		snprintf(port, sizeof(port), "%d", r->port);
-		service = port;
-	}
-	pq.ai_flags |= AI_NUMERICHOST;
-	for (size_t k = 0; k < (r->npinned ? r->npinned : 1); k++) {
-		const char *host = r->npinned ? r->pinned[k] : r->host;
-		struct rlb_dns_answer *e;
-		struct rlb_dns_addr *grown;
-		bool fresh;
-
-		e = rlb_dnscache_ask(host, service, r->npinned ? &pq : q,
-				     c->s.dns_cache_ttl, r->npinned > 0,
-				     &fresh);
-		if (!e) {
-			last = EAI_MEMORY;
-			continue;
-		}
-		if (e->error) {
-			last = e->error;
-			if (fresh && !r->npinned &&
-			    resolution_counts(e->error, host, q,
-					      c->s.dns_cache_ttl)) {
-				rlb_health_add_errors(c, idx, 1, rlb_now());
-				rlb_log(RLB_LOG_DEBUG,
-					"%s: replica %s: cannot resolve (%s): "
-					"error counted",
-					c->name, r->host,
-					gai_strerror(e->error));
-			}
-			free(e);
-			continue;
-		}
-		if (e->n == 0) {
-			free(e);
-			continue;
-		}
-		grown = realloc(*out, (*nout + e->n) * sizeof(**out));
-		if (!grown) {
-			free(e);
-			last = EAI_MEMORY;
-			continue;
-		}
-		*out = grown;
-		memcpy(*out + *nout, e->addrs, e->n * sizeof(**out));
-		*nout += e->n;
-		added += e->n;
-		free(e);
-	}
-	return added ? 0 : (last ? last : EAI_NONAME);
-}
-
-static void log_selection(const struct rlb_cluster *c,
-			  const struct rlb_selection *sel)
-{
-	char line[900];
-	size_t off = 0;
-
-	if (!rlb_log_enabled(RLB_LOG_DEBUG))
-		return;
-	line[0] = '\0';
-	for (size_t k = 0; k < sel->n && off < sizeof(line) - 1; k++) {
-		uint32_t i = sel->order[k];
-		int n = snprintf(line + off, sizeof(line) - off,
-				 "%s%s(errors=%llu)", k ? " " : "",
-				 c->replicas[i].host,
-				 (unsigned long long)sel->errors[i]);
-
-		if (n < 0)
-			break;
-		off += (size_t)n;
-	}
-	rlb_log(RLB_LOG_DEBUG, "select %s (%s): %s", c->name,
-		rlb_policy_name(c->s.load_balancing), line);
-}
-
-/*
- * Run one selection into sel (stack storage for small clusters, else
- * malloc'd into *heap). Returns false when out of memory.
- */
-struct sel_storage {
-	struct rlb_selection sel;
-	uint32_t order[STACK_SELECTION];
-	uint64_t errors[STACK_SELECTION];
-	uint64_t slowdowns[STACK_SELECTION];
-	int64_t policy_prio[STACK_SELECTION];
-};
-
-static struct rlb_selection *run_selection(struct rlb_cluster *c, bool peek,
-					   struct sel_storage *st,
-					   struct rlb_selection **heap)
-{
-	struct rlb_selection *sel = &st->sel;
-
-	*heap = NULL;
-	if (c->nreplicas > STACK_SELECTION) {
-		*heap = rlb_selection_new(c->nreplicas);
-		if (!*heap)
-			return NULL;
-		sel = *heap;
-	} else {
-		sel->order = st->order;
-		sel->errors = st->errors;
-		sel->slowdowns = st->slowdowns;
-		sel->policy_prio = st->policy_prio;
-		sel->n = c->nreplicas;
-	}
-	rlb_select(c, peek, rlb_now(), sel);
-	if (!peek)
-		log_selection(c, sel);
-	return sel;
-}
-
-/*
- * The fast path: replicas whose addresses are IP literals (pinned, or
- * the host itself) are answered without asking libc, for the questions
- * whose answer libc gives for a numeric host is plain (checked against
- * libc in test_resolve). Anything unusual takes the general path.
- */
-struct literal_question {
-	int family;    /* AF_UNSPEC, AF_INET or AF_INET6 */
-	uint16_t port; /* network order: the caller's service */
-	size_t ntypes;
-	int socktype[3];
-	int protocol[3];
-};
-
-static bool literal_port(const char *service, uint16_t *port)
-{
-	unsigned long v = 0;
-	size_t len;
-
-	if (!service) {
-		*port = 0;
-		return true;
-	}
-	len = strnlen(service, 10);
-	if (len > 9 || strspn(service, "0123456789") != len)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		v = v * 10 + (unsigned long)(service[i] - '0');
-	/* libc takes a numeric service modulo 2^16, as strtoul would. */
-	*port = htons((uint16_t)v);
-	return true;
-}
-
-static bool literal_question_init(const struct addrinfo *q, const char *service,
-				  struct literal_question *lq)
-{
-	const int plain = AI_CANONNAME | AI_NUMERICSERV | AI_PASSIVE |
-			  AI_V4MAPPED | AI_ALL;
-	int st = q->ai_socktype, pr = q->ai_protocol;
-
-	if (q->ai_flags & ~plain)
-		return false;
-	if (q->ai_family != AF_UNSPEC && q->ai_family != AF_INET &&
-	    q->ai_family != AF_INET6)
-		return false;
-	/* IPv4 literals mapped into AF_INET6 answers: leave it to libc. */
-	if (q->ai_family == AF_INET6 && (q->ai_flags & AI_V4MAPPED))
-		return false;
-	lq->family = q->ai_family;
-	lq->ntypes = 0;
-	if (st == 0 && pr == 0) {
-		lq->ntypes = 3;
-		lq->socktype[0] = SOCK_STREAM;
-		lq->protocol[0] = IPPROTO_TCP;
-		lq->socktype[1] = SOCK_DGRAM;
-		lq->protocol[1] = IPPROTO_UDP;
-		lq->socktype[2] = SOCK_RAW;
-		lq->protocol[2] = 0;
-	} else if ((st == SOCK_STREAM || st == 0) &&
-		   (pr == 0 || pr == IPPROTO_TCP)) {
-		lq->ntypes = 1;
-		lq->socktype[0] = SOCK_STREAM;
-		lq->protocol[0] = IPPROTO_TCP;
-	} else if ((st == SOCK_DGRAM || st == 0) &&
-		   (pr == 0 || pr == IPPROTO_UDP)) {
-		lq->ntypes = 1;
-		lq->socktype[0] = SOCK_DGRAM;
-		lq->protocol[0] = IPPROTO_UDP;
-	} else {
-		return false;
-	}
-	return literal_port(service, &lq->port);
-}
 
 /*
  * Something is wrong when no replica of a cluster resolves: say so at
@@ -300,79 +61,6 @@ static bool append_node(struct rlb_cluster *c, size_t idx, int family,
 	return true;
 }
 
-/* The sockaddr of literal lit with port (network order); its length. */
-static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
-				  struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (lit->family == AF_INET) {
-		struct sockaddr_in *in = (void *)ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = port;
-		memcpy(&in->sin_addr, lit->bytes, 4);
-		return sizeof(*in);
-	} else {
-		struct sockaddr_in6 *in6 = (void *)ss;
-
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = port;
-		memcpy(&in6->sin6_addr, lit->bytes, 16);
-		return sizeof(*in6);
-	}
-}
-
-/*
- * Whether an AF_INET question meets an IPv4-mapped IPv6 literal of r:
- * glibc answers it with the IPv4 address, which the fast path does not
- * build; the general path asks libc.
- */
-static bool mapped_for_v4(const struct rlb_replica *r,
-			  const struct literal_question *lq)
-{
-	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
-					   0, 0, 0, 0, 0xff, 0xff};
-
-	if (lq->family != AF_INET)
-		return false;
-	for (size_t a = 0; a < r->nliteral; a++)
-		if (r->literal[a].family == AF_INET6 &&
-		    memcmp(r->literal[a].bytes, prefix, sizeof(prefix)) == 0)
-			return true;
-	return false;
-}
-
-/*
- * Append the nodes of literal replica idx for question lq at *tail.
- * Returns 0, EAI_ADDRFAMILY (no address of the family asked) or
- * EAI_MEMORY.
- */
-static int literal_nodes(struct rlb_cluster *c, size_t idx,
-			 const struct literal_question *lq,
-			 struct addrinfo ***tail)
-{
-	const struct rlb_replica *r = &c->replicas[idx];
-	uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
-	int added = 0;
-
-	for (size_t a = 0; a < r->nliteral; a++) {
-		const struct rlb_addr *lit = &r->literal[a];
-		struct sockaddr_storage ss;
-		socklen_t alen;
-
-		if (lq->family != AF_UNSPEC && lq->family != lit->family)
-			continue;
-		alen = literal_sockaddr(lit, port, &ss);
-		for (size_t t = 0; t < lq->ntypes; t++) {
-			if (!append_node(c, idx, lit->family, lq->socktype[t],
-					 lq->protocol[t], &ss, alen, tail))
-				return EAI_MEMORY;
-			added++;
-		}
-	}
-	return added ? 0 : EAI_ADDRFAMILY;
-}
-
 static void free_list(struct addrinfo *ai)
 {
 	while (ai) {
@@ -384,17 +72,29 @@ static void free_list(struct addrinfo *ai)
 	}
 }
 
+/* The preload library resolves replica hosts through its DNS cache. */
+static const struct rlb_resolver dns_cache = {.ask = rlb_dnscache_ask};
+
+/* getaddrinfo's sink: one node per address, linked at *tail. */
+static enum rlb_answer_next gai_address(void *ctx, struct rlb_cluster *c,
+					size_t idx,
+					const struct rlb_dns_addr *a)
+{
+	struct addrinfo ***tail = ctx;
+
+	return append_node(c, idx, a->family, a->socktype, a->protocol,
+			   &a->addr, a->addrlen, tail)
+		       ? RLB_ANSWER_MORE
+		       : RLB_ANSWER_NOMEM;
+}
+
 int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 			    const struct addrinfo *hints, struct addrinfo **res)
 {
-	struct sel_storage st;
-	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0}, *head = NULL, **tail = &head;
-	struct rlb_dns_addr *addrs = NULL;
-	struct literal_question lq = {0};
-	const char *canon = NULL;
-	int rc, last = 0;
-	bool fast;
+	struct rlb_answer_sink sink = {.address = gai_address, .ctx = &tail};
+	const char *canon;
+	int last;
 
 	if (hints) {
 		q.ai_flags = hints->ai_flags & ~AI_CANONNAME;
@@ -405,45 +105,9 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 		/* POSIX: NULL hints mean AF_UNSPEC, any type, these flags. */
 		q.ai_flags = AI_V4MAPPED | AI_ADDRCONFIG;
 	}
-	fast = literal_question_init(&q, service, &lq);
 	rlb_track_sweep();
-	sel = run_selection(c, false, &st, &heap);
-	if (!sel)
-		return EAI_MEMORY;
-	for (size_t k = 0; k < sel->n; k++) {
-		uint32_t idx = sel->order[k];
-		const struct rlb_replica *r = &c->replicas[idx];
-		size_t n = 0;
-
-		if (fast && r->nliteral && !mapped_for_v4(r, &lq)) {
-			rc = literal_nodes(c, idx, &lq, &tail);
-			if (rc == 0 && !canon)
-				canon = r->host;
-			if (rc == EAI_MEMORY)
-				goto out_fail;
-			if (rc)
-				last = rc;
-			continue;
-		}
-		rc = replica_addrs(c, idx, service, &q, &addrs, &n);
-		if (rc) {
-			last = rc;
-			continue;
-		}
-		for (size_t j = 0; j < n; j++) {
-			const struct rlb_dns_addr *a = &addrs[j];
-
-			if (!append_node(c, idx, a->family, a->socktype,
-					 a->protocol, &a->addr, a->addrlen,
-					 &tail)) {
-				last = EAI_MEMORY;
-				goto out_fail;
-			}
-		}
-		if (n && !canon)
-			canon = c->replicas[idx].host;
-	}
-	if (!head)
+	last = rlb_answer(c, service, &q, false, &dns_cache, &sink, &canon);
+	if (last || !head)
 		goto out_fail;
 	if (hints && (hints->ai_flags & AI_CANONNAME)) {
 		head->ai_canonname = strdup(canon);
@@ -452,19 +116,17 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 			goto out_fail;
 		}
 	}
-	free(addrs);
-	free(heap);
 	*res = head;
 	return 0;
 out_fail:
 	free_list(head);
-	free(addrs);
-	free(heap);
+	if (!last)
+		last = EAI_NONAME;
 	if (last == EAI_NONAME || last == EAI_AGAIN || last == EAI_FAIL)
 		warn_unresolvable(c, last);
 	if (last == EAI_SYSTEM && errno == 0)
 		errno = EIO;
-	return last ? last : EAI_NONAME;
+	return last;
 }
 
 /* The address bytes (in_addr or in6_addr) of a resolved address. */
@@ -499,17 +161,45 @@ static size_t unique_addrs(struct rlb_dns_addr *addrs, size_t n, int af,
 	return nuniq;
 }
 
+/* gethostbyname's sink: every address, collected (and handed out). */
+struct host_addrs {
+	struct rlb_dns_addr *addrs;
+	size_t n, cap;
+};
+
+static enum rlb_answer_next host_address(void *ctx, struct rlb_cluster *c,
+					 size_t idx,
+					 const struct rlb_dns_addr *a)
+{
+	struct host_addrs *h = ctx;
+
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 16;
+		struct rlb_dns_addr *grown =
+			realloc(h->addrs, cap * sizeof(*grown));
+
+		if (!grown)
+			return RLB_ANSWER_NOMEM;
+		h->addrs = grown;
+		h->cap = cap;
+	}
+	h->addrs[h->n++] = *a;
+	rlb_track_handout(c, idx, (const struct sockaddr *)&a->addr,
+			  a->addrlen);
+	return RLB_ANSWER_MORE;
+}
+
 int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 			      struct hostent *ret, char *buf, size_t buflen,
 			      struct hostent **result, int *h_errnop)
 {
 	size_t alen = af == AF_INET6 ? sizeof(struct in6_addr)
 				     : sizeof(struct in_addr);
-	struct sel_storage st;
-	struct rlb_selection *sel, *heap;
 	struct addrinfo q = {0};
-	struct rlb_dns_addr *addrs = NULL;
-	size_t naddrs = 0, nuniq, pad, hlen, nlen;
+	struct host_addrs got = {0};
+	struct rlb_answer_sink sink = {.address = host_address, .ctx = &got};
+	struct rlb_dns_addr *addrs;
+	size_t nuniq, pad, hlen, nlen;
 	const char *hname = NULL;
 	char **aliases, **list, *p;
 	int rc = 0;
@@ -524,25 +214,16 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	q.ai_family = af;
 	q.ai_socktype = SOCK_STREAM;
 	rlb_track_sweep();
-	sel = run_selection(c, false, &st, &heap);
-	if (!sel) {
+	rc = rlb_answer(c, NULL, &q, false, &dns_cache, &sink, &hname);
+	if (rc == EAI_MEMORY) {
 		*h_errnop = NETDB_INTERNAL;
 		errno = ENOMEM;
-		return ENOMEM;
+		rc = ENOMEM;
+		goto out_free;
 	}
-	for (size_t k = 0; k < sel->n; k++) {
-		size_t before = naddrs;
-
-		if (replica_addrs(c, sel->order[k], NULL, &q, &addrs,
-				  &naddrs) == 0 &&
-		    naddrs > before && !hname)
-			hname = c->replicas[sel->order[k]].host;
-		for (size_t j = before; j < naddrs; j++)
-			rlb_track_handout(c, sel->order[k],
-					  (struct sockaddr *)&addrs[j].addr,
-					  addrs[j].addrlen);
-	}
-	nuniq = unique_addrs(addrs, naddrs, af, alen);
+	rc = 0;
+	addrs = got.addrs;
+	nuniq = unique_addrs(addrs, got.n, af, alen);
 	if (nuniq == 0) {
 		*h_errnop = HOST_NOT_FOUND;
 		goto out_free;
@@ -583,8 +264,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	*result = ret;
 	*h_errnop = NETDB_SUCCESS;
 out_free:
-	free(addrs);
-	free(heap);
+	free(got.addrs);
 	return rc;
 }
 
@@ -664,6 +344,39 @@ static struct rlb_cluster *failover_cluster(struct rlb_config *cfg,
 	return NULL;
 }
 
+/* The failover sink: the first address in the family of the failure,
+ * of a replica not tried yet. */
+struct next_pick {
+	const struct rlb_owner *tried;
+	size_t ntried;
+	int family;
+	struct sockaddr_storage *out;
+	socklen_t *outlen;
+	bool found;
+};
+
+static bool next_skip(void *ctx, const struct rlb_cluster *c, size_t idx)
+{
+	const struct next_pick *np = ctx;
+
+	return was_tried(c, idx, np->tried, np->ntried);
+}
+
+static enum rlb_answer_next next_address(void *ctx, struct rlb_cluster *c,
+					 size_t idx,
+					 const struct rlb_dns_addr *a)
+{
+	struct next_pick *np = ctx;
+
+	if (a->family != np->family || a->addrlen > sizeof(*np->out))
+		return RLB_ANSWER_MORE;
+	memcpy(np->out, &a->addr, a->addrlen);
+	*np->outlen = a->addrlen;
+	rlb_track_handout(c, idx, (struct sockaddr *)np->out, *np->outlen);
+	np->found = true;
+	return RLB_ANSWER_ENOUGH;
+}
+
 bool rlb_resolve_next_address(struct rlb_config *cfg,
 			      const struct rlb_owner *tried, size_t ntried,
 			      const struct sockaddr *failed, socklen_t len,
@@ -671,10 +384,10 @@ bool rlb_resolve_next_address(struct rlb_config *cfg,
 {
 	struct rlb_cluster *c = failover_cluster(cfg, tried, ntried);
 	struct addrinfo q = {.ai_socktype = SOCK_STREAM};
-	struct rlb_selection *sel, *heap;
-	struct sel_storage st;
+	struct next_pick np = {tried, ntried, 0, out, outlen, false};
+	struct rlb_answer_sink sink = {next_skip, next_address, &np};
+	const char *first;
 	char service[8];
-	bool found = false;
 	uint16_t port;
 
 	if (!c || !failed ||
@@ -684,32 +397,10 @@ bool rlb_resolve_next_address(struct rlb_config *cfg,
 		       ? ((const struct sockaddr_in *)failed)->sin_port
 		       : ((const struct sockaddr_in6 *)failed)->sin6_port;
 	snprintf(service, sizeof(service), "%u", ntohs(port));
+	np.family = failed->sa_family;
 	q.ai_family = failed->sa_family;
 	q.ai_flags = AI_NUMERICSERV |
 		     (failed->sa_family == AF_INET6 ? AI_V4MAPPED : 0);
-	sel = run_selection(c, true, &st, &heap);
-	if (!sel)
-		return false;
-	for (size_t k = 0; k < sel->n && !found; k++) {
-		uint32_t idx = sel->order[k];
-		struct rlb_dns_addr *addrs = NULL;
-		size_t n = 0;
-
-		if (was_tried(c, idx, tried, ntried) ||
-		    replica_addrs(c, idx, service, &q, &addrs, &n) != 0)
-			continue;
-		for (size_t j = 0; j < n && !found; j++) {
-			if (addrs[j].family != failed->sa_family ||
-			    addrs[j].addrlen > sizeof(*out))
-				continue;
-			memcpy(out, &addrs[j].addr, addrs[j].addrlen);
-			*outlen = addrs[j].addrlen;
-			rlb_track_handout(c, idx, (struct sockaddr *)out,
-					  *outlen);
-			found = true;
-		}
-		free(addrs);
-	}
-	free(heap);
-	return found;
+	rlb_answer(c, service, &q, true, &dns_cache, &sink, &first);
+	return np.found;
 }
