@@ -16,15 +16,54 @@
 
 #define RLB_PRINTF(f, a) __attribute__((format(printf, f, a)))
 /*
- * Thread-local variables in static TLS: the library is preloaded, so the
- * loader reserves it at start-up, and access costs no __tls_get_addr().
+ * Thread-local variables. A preloaded library gets static TLS, reserved
+ * by the loader at start-up, whose access costs no __tls_get_addr(): the
+ * default. A product that is dlopen()ed (the NSS module) builds the core
+ * with RLB_TLS_MODEL "global-dynamic" instead.
  */
-#define RLB_TLS __thread __attribute__((tls_model("initial-exec")))
+#ifndef RLB_TLS_MODEL
+#define RLB_TLS_MODEL "initial-exec"
+#endif
+#define RLB_TLS __thread __attribute__((tls_model(RLB_TLS_MODEL)))
 
 /* Limits that keep every structure bounded. */
 #define RLB_MAX_REPLICAS 4096 /* per cluster */
 #define RLB_MAX_PINNED	 16   /* pinned addresses per replica */
 #define RLB_MAX_HOST	 255  /* bytes of a host string */
+
+/* ------------------------------------------------------------------ */
+/* env.c */
+
+/* The environment variables replicalb reads (design.md §2.6). */
+enum rlb_env_id {
+	RLB_ENV_CONFIG,
+	RLB_ENV_APP,
+	RLB_ENV_LOAD_BALANCING,
+	RLB_ENV_CONNECT_FAILOVER,
+	RLB_ENV_HOSTNAME,
+	RLB_ENV_STATE_DIR,
+	RLB_ENV_LOG_LEVEL,
+	RLB_ENV_DISABLE,
+	RLB_ENV_LIBRARY, /* read by the wrapper only */
+	RLB_ENV_XDG_RUNTIME_DIR,
+	RLB_ENV_HOME,
+	RLB_ENV_COUNT,
+};
+
+/* One variable: its name and what it does. None is read in
+ * secure-execution mode (setuid, file capabilities). */
+struct rlb_env_var {
+	const char *name;
+	const char *meaning;
+};
+extern const struct rlb_env_var rlb_env_vars[RLB_ENV_COUNT];
+
+/*
+ * A variable as the library must read it: NULL in secure-execution mode
+ * (AT_SECURE), otherwise getenv(); an empty value counts as unset.
+ */
+const char *rlb_env(enum rlb_env_id id);
+bool rlb_secure_mode(void);
 
 /* ------------------------------------------------------------------ */
 /* util.c */
@@ -37,14 +76,6 @@
  * by this one list.
  */
 bool rlb_errno_counts(int err);
-
-/*
- * Environment variable as the library must read it: NULL in
- * secure-execution mode (AT_SECURE), otherwise getenv(). Empty values
- * count as unset.
- */
-const char *rlb_env(const char *name);
-bool rlb_secure_mode(void);
 
 /* 64-bit FNV-1a over bytes; never returns 0 or 1 (reserved by health.c). */
 uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed);

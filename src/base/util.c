@@ -7,23 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include "base/base.h"
-
-bool rlb_secure_mode(void)
-{
-	return getauxval(AT_SECURE) != 0;
-}
-
-const char *rlb_env(const char *name)
-{
-	const char *v = secure_getenv(name);
-
-	return v && *v ? v : NULL;
-}
 
 uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed)
 {

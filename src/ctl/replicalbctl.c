@@ -74,6 +74,7 @@ static const char usage_text[] =
 	"                            zero error counts\n"
 	"  policies [NAME]           list the load_balancing policies, or the\n"
 	"                            one NAME names or is closest to\n"
+	"  env                       list the environment variables read\n"
 	"  probe [--interval S] [--json]\n"
 	"                            connect to every replica, count failures\n"
 	"\n"
@@ -271,6 +272,19 @@ static int cmd_policies(struct rlb_config *cfg, const struct ctl_opts *o)
 	}
 	for (int p = 0; p < RLB_POLICY_COUNT; p++)
 		puts(rlb_policy_name((enum rlb_policy)p));
+	return 0;
+}
+
+/* Every environment variable the library and the tool read. */
+static int cmd_env(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	for (int v = 0; v < RLB_ENV_COUNT; v++) {
+		const char *val = rlb_env((enum rlb_env_id)v);
+
+		printf("%-28s %s%s%s\n", rlb_env_vars[v].name,
+		       rlb_env_vars[v].meaning, val ? ": " : "",
+		       val ? val : "");
+	}
 	return 0;
 }
 
@@ -746,6 +760,7 @@ static const struct ctl_cmd commands[] = {
 	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
 	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
 	{"policies", 0, 1, 0, CTL_NEEDS_NOTHING, cmd_policies},
+	{"env", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_env},
 	{"probe", 0, 0, CTL_OPT_JSON | CTL_OPT_INTERVAL, CTL_NEEDS_RUNTIME,
 	 cmd_probe},
 };
@@ -776,7 +791,7 @@ static struct rlb_config *load_config(const struct ctl_opts *o)
 	rlb_config_source_from_env(&src);
 	src.path = o->config ? o->config : rlb_config_path();
 	/* Not program_invocation_short_name: this tool is not the app. */
-	src.app = o->app ? o->app : rlb_env("REPLICALB_APP");
+	src.app = o->app ? o->app : rlb_env(RLB_ENV_APP);
 	if (o->hostname)
 		src.env_hostname = o->hostname;
 	rc = rlb_config_load(&src, &cfg, &diag);

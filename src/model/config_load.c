@@ -704,8 +704,9 @@ static void check_env(struct rlb_cfg_parser *p,
 		      enum rlb_policy *policy, enum rlb_log_level *level)
 {
 	if (src->env_policy && rlb_policy_parse(src->env_policy, policy) < 0)
-		rlb_cfg_bad_env_policy(p, "REPLICALB_LOAD_BALANCING",
-				       src->env_policy);
+		rlb_cfg_bad_env_policy(
+			p, rlb_env_vars[RLB_ENV_LOAD_BALANCING].name,
+			src->env_policy);
 	/* A bad REPLICALB_LOG_LEVEL is ignored (runtime.c warns): it
 	 * must not turn the whole library off. */
 	if (src->env_log_level)
@@ -797,9 +798,9 @@ out_free:
 
 const char *rlb_config_path(void)
 {
-	const char *env = rlb_env("REPLICALB_CONFIG");
+	const char *env = rlb_env(RLB_ENV_CONFIG);
 
-	/* SPEC 2: the first of the two that exists. */
+	/* design.md §2.1: the first of the two that exists. */
 	if (env && access(env, F_OK) != 0 &&
 	    access(RLB_SYSTEM_CONFIG, F_OK) == 0)
 		return RLB_SYSTEM_CONFIG;
@@ -808,7 +809,7 @@ const char *rlb_config_path(void)
 
 const char *rlb_config_app_name(void)
 {
-	const char *app = rlb_env("REPLICALB_APP");
+	const char *app = rlb_env(RLB_ENV_APP);
 
 	return app ? app : program_invocation_short_name;
 }
@@ -818,11 +819,11 @@ void rlb_config_source_from_env(struct rlb_config_source *src)
 	memset(src, 0, sizeof(*src));
 	src->path = rlb_config_path();
 	src->app = rlb_config_app_name();
-	src->env_policy = rlb_env("REPLICALB_LOAD_BALANCING");
-	src->env_hostname = rlb_env("REPLICALB_HOSTNAME");
-	src->env_failover = rlb_env("REPLICALB_CONNECT_FAILOVER");
-	src->env_state_dir = rlb_env("REPLICALB_STATE_DIR");
-	src->env_log_level = rlb_env("REPLICALB_LOG_LEVEL");
+	src->env_policy = rlb_env(RLB_ENV_LOAD_BALANCING);
+	src->env_hostname = rlb_env(RLB_ENV_HOSTNAME);
+	src->env_failover = rlb_env(RLB_ENV_CONNECT_FAILOVER);
+	src->env_state_dir = rlb_env(RLB_ENV_STATE_DIR);
+	src->env_log_level = rlb_env(RLB_ENV_LOG_LEVEL);
 }
 
 int rlb_config_load(const struct rlb_config_source *src,

@@ -69,7 +69,7 @@ struct rlb_settings {
 	int64_t max_ignored_errors; /* distributed_replica_max_ignored_errors */
 	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
-	bool connect_failover; /* move a failed connect on; unused yet */
+	bool connect_failover; /* move a failed connect on (design.md §5.4) */
 };
 
 /* An IP address literal, parsed once at config load. */
@@ -184,7 +184,7 @@ int rlb_config_load_ex(const struct rlb_config_source *src,
 /* Parse config text; `name` is used in messages as the file name. */
 int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag);
-/* Free a config and everything it owns (detaches health state). */
+/* Free a config and everything it owns (health is the snapshot's). */
 void rlb_config_free(struct rlb_config *cfg);
 /* The cluster whose virtual name matches (design.md §2 rules), or NULL. */
 struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,

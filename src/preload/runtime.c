@@ -111,7 +111,7 @@ static void atfork_child(void)
 static void apply_logging(const struct rlb_config *cfg)
 {
 	enum rlb_log_level level = RLB_LOG_WARNING;
-	const char *env = rlb_env("REPLICALB_LOG_LEVEL");
+	const char *env = rlb_env(RLB_ENV_LOG_LEVEL);
 
 	if (cfg) {
 		rlb_log_configure(cfg->log_level, cfg->log_target);
@@ -191,7 +191,7 @@ static void runtime_init(void)
 {
 	enum rlb_log_level level;
 	int saved = errno;
-	const char *off = rlb_env("REPLICALB_DISABLE");
+	const char *off = rlb_env(RLB_ENV_DISABLE);
 
 	disabled = off && strcmp(off, "0") != 0;
 	if (disabled)
@@ -200,12 +200,13 @@ static void runtime_init(void)
 	rlb_track_set_ops(&track_ops);
 	tls_key_ok = pthread_key_create(&tls_key, thread_cache_destroy) == 0;
 	apply_logging(NULL);
-	if (rlb_env("REPLICALB_LOG_LEVEL") &&
-	    rlb_log_level_parse(rlb_env("REPLICALB_LOG_LEVEL"), &level) < 0)
+	if (rlb_env(RLB_ENV_LOG_LEVEL) &&
+	    rlb_log_level_parse(rlb_env(RLB_ENV_LOG_LEVEL), &level) < 0)
 		rlb_log(RLB_LOG_WARNING,
-			"REPLICALB_LOG_LEVEL: unknown log level \"%s\"; valid: "
+			"%s: unknown log level \"%s\"; valid: "
 			"none, error, warning, info, debug",
-			rlb_env("REPLICALB_LOG_LEVEL"));
+			rlb_env_vars[RLB_ENV_LOG_LEVEL].name,
+			rlb_env(RLB_ENV_LOG_LEVEL));
 	load_config(true);
 	atomic_store(&next_check_ms, rlb_monotonic_ms() + RELOAD_INTERVAL_MS);
 out:

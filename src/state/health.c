@@ -510,8 +510,8 @@ static int make_dirs(const char *dir)
 static bool state_dir_paths(const struct rlb_config *cfg, char *buf, size_t len,
 			    char *fb, size_t fblen)
 {
-	const char *xdg = rlb_env("XDG_RUNTIME_DIR");
-	const char *home = rlb_env("HOME");
+	const char *xdg = rlb_env(RLB_ENV_XDG_RUNTIME_DIR);
+	const char *home = rlb_env(RLB_ENV_HOME);
 	int n;
 
 	fb[0] = '\0';

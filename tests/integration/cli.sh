@@ -643,5 +643,16 @@ n=$(grep -c '^ok - ' "$tmp/py.out")
 passed=$((passed + n))
 failed=$((failed + 3 - n))
 
+# env: the one table of environment variables, and the docs that list it.
+run ctl env
+table=$(awk '{ print $1 }' <<<"$out" | sort | tr '\n' ' ')
+doc=$(sed -n '/^### §2.6 Environment/,/^### §2.7/p' "$top_srcdir/docs/design.md" |
+	sed -n 's/^| `\([A-Z_]*\)` |.*/\1/p' | sort | tr '\n' ' ')
+check "env: lists the variables, exit 0" test "$rc" = 0 -a -n "$table"
+check "env: design.md §2.6 lists exactly the table's variables" \
+	test "$table" = "$doc"
+REPLICALB_APP=curl run ctl env
+check "env: shows a value in force" grep -q '^REPLICALB_APP .*: curl$' "$tmp/stdout"
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

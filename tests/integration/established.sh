@@ -1,6 +1,6 @@
 #!/bin/bash
 # established.sh - an established connection behaves exactly as without
-# the library (SPEC 5, issue 7): nothing the library set to bound the
+# the library (design.md §5.3, issue 7): nothing the library set to bound the
 # connect (a short TCP_USER_TIMEOUT, SO_RCVTIMEO, O_NONBLOCK, keepalive)
 # is left to cut it when the network drops every packet for 3 s.
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# failover.sh - connect_failover (SPEC 5, 7; issue 7): programs that try
+# failover.sh - connect_failover (design.md §5.4, §7; issue 7): programs that try
 # only one address (socat; a gethostbyname client, blocking or not;
 # hiredis) reach replica 2 when the first replica refuses or is silent:
 # the library connects the same socket to the next replica of the
@@ -206,7 +206,7 @@ if [ -n "$main_ok" ]; then
 	# read by a repeated connect(). Without failover redis-cli gets there
 	# too, by a second connection with a new resolution; with it, its
 	# first connection succeeds: the debug log has one selection (the
-	# line listing all three replicas, SPEC 8), not two.
+	# line listing all three replicas, design.md §8), not two.
 	rlbctl reset >/dev/null 2>&1
 	timed redis-cli env LD_PRELOAD="$RLB_LIB" REPLICALB_LOG_LEVEL=debug \
 		redis-cli -h redis.cluster -p "$RPORT" get replica

@@ -3,7 +3,7 @@
 # every replica, each within its cluster's connect_timeout_ms and all at
 # once, counting a failure as a program's failed connect would; --json;
 # --interval; and with it running, a silent replica is demoted before any
-# program connects to it. Only the replica's failures count (SPEC 6):
+# program connects to it. Only the replica's failures count (design.md §6.1):
 # connect_timeout_ms = 0 is no bound; 300 replicas under ulimit -n 256
 # are all probed; a slow lookup of one cluster charges no other; a count
 # that could not be stored (a read-only state directory) is reported as

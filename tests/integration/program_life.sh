@@ -1,6 +1,6 @@
 #!/bin/bash
 # program_life.sh - a program's normal life is never a replica failure,
-# and the bound holds under signals (SPEC 5, design.md §5.2-§5.4,
+# and the bound holds under signals (design.md §5.2-§5.4,
 # issue 11): signals during a bounded connect with and without
 # SA_RESTART, retried connect()s, a socket made blocking between two
 # connects, signal storms at random points; pools connecting in parallel

@@ -1,5 +1,5 @@
 #!/bin/bash
-# silent_replica.sh - bounded connects (SPEC 5, issue 7). A silent replica
+# silent_replica.sh - bounded connects (design.md §5.3, issue 7). A silent replica
 # neither accepts nor refuses: its accept queue is full, so the kernel
 # drops the SYNs (replica_server.py --mode blackhole). Without a bound a
 # connect to it waits for the kernel's ~130 s; with the library it gives up

@@ -1,5 +1,5 @@
 #!/bin/bash
-# sockopts.sh - established connections are the program's own (SPEC 5,
+# sockopts.sh - established connections are the program's own (design.md §5.3,
 # issue 7): whatever the library sets to bound a connect (TCP_SYNCNT,
 # TCP_USER_TIMEOUT, SO_SNDTIMEO, O_NONBLOCK, ...), every option reads back
 # after the connect exactly as without the library: with the program's
@@ -95,7 +95,7 @@ done
 # on to 127.0.0.3 with a new socket. Its own SO_SNDTIMEO of 5 s is longer
 # than connect_timeout_ms: the library's bound ends the attempt after 1 s
 # with ETIMEDOUT. Its own 300 ms is shorter: that one ends it, as without
-# the library (EINPROGRESS on a blocking socket, SPEC 5).
+# the library (EINPROGRESS on a blocking socket, design.md §5.1).
 
 rlbctl reset >/dev/null 2>&1
 t0=$(now_ms)

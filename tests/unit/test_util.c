@@ -202,12 +202,17 @@ static void test_util_log_level_names(void **state)
 
 static void test_util_env_empty_is_unset(void **state)
 {
-	setenv("RLB_TEST_VAR", "", 1);
-	assert_null(rlb_env("RLB_TEST_VAR"));
-	setenv("RLB_TEST_VAR", "x", 1);
-	assert_string_equal(rlb_env("RLB_TEST_VAR"), "x");
-	unsetenv("RLB_TEST_VAR");
+	setenv("REPLICALB_APP", "", 1);
+	assert_null(rlb_env(RLB_ENV_APP));
+	setenv("REPLICALB_APP", "x", 1);
+	assert_string_equal(rlb_env(RLB_ENV_APP), "x");
+	unsetenv("REPLICALB_APP");
 	assert_false(rlb_secure_mode());
+	/* Every variable of the table has a name and a meaning. */
+	for (int v = 0; v < RLB_ENV_COUNT; v++) {
+		assert_non_null(rlb_env_vars[v].name);
+		assert_non_null(rlb_env_vars[v].meaning);
+	}
 }
 
 static int fake_close(int fd)
