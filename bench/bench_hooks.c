@@ -315,7 +315,10 @@ static void setup(const char *next_lib)
 		fail("bind(127.0.0.1:0)", errno);
 	libc.close(fd);
 
-	/* A listener, and a socket connected to it (through libc). */
+	/* A listener, and a socket connected to it through libc's connect,
+	 * never the stub's. */
+	typeof(libc.connect) real_connect =
+		(typeof(libc.connect))dlsym(h, "connect");
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	len = sizeof(lo_listen);
@@ -326,7 +329,7 @@ static void setup(const char *next_lib)
 	    bind(lfd, (struct sockaddr *)&lo_listen, len) != 0 ||
 	    getsockname(lfd, (struct sockaddr *)&lo_listen, &len) != 0 ||
 	    listen(lfd, 1) != 0 ||
-	    libc.connect(conn_fd, (struct sockaddr *)&lo_listen, len) != 0)
+	    real_connect(conn_fd, (struct sockaddr *)&lo_listen, len) != 0)
 		fail("connect(127.0.0.1:listening port)", errno);
 
 	lo_discard.sin_family = AF_INET;
