@@ -5,8 +5,10 @@
  * Each connection resolves HOST first (getaddrinfo, SOCK_STREAM) and
  * connects to the first address, as a client program does: with
  * libreplicalb preloaded and HOST a virtual name, that is the balanced
- * path; with HOST an address, the direct one. Latency is timed from
- * before the lookup to after the close. CLIENTS threads each run one
+ * path; with HOST an address, the direct one. HOST may be a list,
+ * "A,B,C": connection k of each client then goes to the (k mod 3)th, the
+ * client balancing by itself with no library (a control). Latency is timed
+ * from before the lookup to after the close. CLIENTS threads each run one
  * connection at a time (closed loop).
  *
  * Usage: bench_conn [-d SECONDS] [-c CLIENTS] HOST PORT
@@ -29,7 +31,10 @@
 #define MAX_CLIENTS 64
 
 static const char request[] = "GET / HTTP/1.0\r\nHost: bench\r\n\r\n";
-static const char *host, *port;
+#define MAX_HOSTS 16
+
+static const char *hosts[MAX_HOSTS], *port;
+static int nhosts;
 static double deadline;
 
 struct client {
@@ -39,7 +44,7 @@ struct client {
 	long errors;
 };
 
-static int one_connection(void)
+static int one_connection(const char *host)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
 	char buf[4096];
@@ -71,13 +76,14 @@ out_free:
 static void *client_loop(void *arg)
 {
 	struct client *c = arg;
+	unsigned long k = 0;
 
 	for (;;) {
 		double t0 = bench_now_ns(), t1;
 
 		if (t0 >= deadline)
 			break;
-		if (one_connection() != 0) {
+		if (one_connection(hosts[k++ % nhosts]) != 0) {
 			c->errors++;
 			continue;
 		}
@@ -125,7 +131,13 @@ int main(int argc, char **argv)
 	if (optind + 2 != argc || seconds <= 0 || nclients < 1 ||
 	    nclients > MAX_CLIENTS)
 		usage();
-	host = argv[optind];
+	for (char *h = strtok(argv[optind], ","); h; h = strtok(NULL, ",")) {
+		if (nhosts == MAX_HOSTS)
+			usage();
+		hosts[nhosts++] = h;
+	}
+	if (!nhosts)
+		usage();
 	port = argv[optind + 1];
 	signal(SIGPIPE, SIG_IGN);
 
@@ -164,7 +176,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"bench_conn: %ld of %zu connections to %s:%s "
 			"failed\n",
-			errors, total + errors, host, port);
+			errors, total + errors, hosts[0], port);
 		return 1;
 	}
 	return 0;
