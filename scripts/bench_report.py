@@ -5,6 +5,9 @@ figures and bench/results.json (schema: BENCHMARKS.md, "results.json").
 Usage: bench_report.py RAW_DIR OUT.json [--quick 0|1] [--runs K]
        [--seconds S] [--load-start "L1 L5 L15"] [--load-end "..."]
        [--haproxy VERSION] [--commit ID]
+       bench_report.py --markdown RESULTS.json...
+         the figures as a Markdown table, one column per file, and their
+         median (BENCHMARKS.md)
 
 Every figure is a ratio of two measurements made side by side in the same
 run; its value is the median over runs (and rounds) of those ratios.
@@ -45,7 +48,46 @@ def keyed(tokens):
     return {tokens[i]: num(tokens[i + 1]) for i in range(0, len(tokens) - 1, 2)}
 
 
+def markdown(paths):
+    """The figures of one or more results.json files as a Markdown table:
+    one column per file, and their median when there are several."""
+    docs = []
+    for p in paths:
+        with open(p) as f:
+            docs.append(json.load(f))
+    head = "| figure | " + " | ".join(
+        "session %d (load %s)" % (i + 1, (d["machine"].get("loadavg_start") or
+                                      ["?"])[0])
+        for i, d in enumerate(docs))
+    if len(docs) > 1:
+        head += " | median"
+    print(head + " | goal | met |")
+    print("|---" * (len(docs) + 3 + (len(docs) > 1)) + "|")
+    for k, f in enumerate(docs[-1]["figures"]):
+        vals = []
+        for d in docs:
+            g = [x for x in d["figures"] if x["id"] == f["id"]]
+            vals.append(g[0]["value"] if g else None)
+        fmt = (lambda v: "-" if v is None else "%.2f" % v)
+        row = "| %s | %s" % (f["label"], " | ".join(fmt(v) for v in vals))
+        v = med(vals)
+        if len(docs) > 1:
+            row += " | **%s**" % fmt(v)
+        met = None if v is None else (
+            v <= f["goal_value"] if f["goal_op"] == "<=" else
+            v >= f["goal_value"] if f["goal_op"] == ">=" else
+            all(x == f["goal_value"] for x in vals if x is not None))
+        unit = "" if f["unit"] == "x" else " " + f["unit"]
+        print(row + " | %s%s%s | %s |" % (
+            f["goal_op"].replace("<=", "≤").replace(">=", "≥"),
+            " %g" % f["goal_value"], unit,
+            "-" if met is None else "yes" if met else "**no**"))
+    return 0
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--markdown":
+        return markdown(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("raw")
     ap.add_argument("out")
