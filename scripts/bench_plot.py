@@ -6,7 +6,7 @@ Usage: bench_plot.py [RESULTS.json [OUT_DIR]]
   plot_scale.png    cost of a virtual lookup against replica count, per
                     policy, with the floor; and its ratio to the floor
   plot_conn.png     short connections: rate and p99 for the direct
-                    connection, the preload and HAProxy
+                    connection, the preload, the spread control and HAProxy
   plot_threads.png  lookups per second of 1, 2, 8 threads over 1 thread
 Needs Debian's python3-matplotlib (scripts/deps.sh), hence /usr/bin/python3.
 """
@@ -64,13 +64,15 @@ def plot_scale(doc, out):
 
 def plot_conn(doc, out):
     c = doc["details"]["conn"]
-    cfgs = [k for k in ("direct", "preload", "haproxy") if k in c]
+    cfgs = [k for k in ("direct", "preload", "spread", "haproxy") if k in c]
     names = {"direct": "direct\n(one backend)",
              "preload": "preload\n(round_robin, 3)",
+             "spread": "control: client\nrotating itself, 3",
              "haproxy": "HAProxy %s\n(roundrobin, 3)" %
              (c.get("haproxy_version") or "").split("-")[0]}
-    colors = {"direct": "#888888", "preload": "#1f77b4", "haproxy": "#d62728"}
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.8))
+    colors = {"direct": "#888888", "preload": "#1f77b4", "spread": "#bbbbbb",
+              "haproxy": "#d62728"}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
     x = range(len(cfgs))
     a1.bar(x, [c[k]["rate"] / 1e3 for k in cfgs],
            color=[colors[k] for k in cfgs])
@@ -90,7 +92,7 @@ def plot_conn(doc, out):
     a2.set_title("latency: p50 (light), p99 (dark)")
     for a in (a1, a2):
         a.set_xticks(list(x))
-        a.set_xticklabels([names[k] for k in cfgs], fontsize=8)
+        a.set_xticklabels([names[k] for k in cfgs], fontsize=7)
         a.grid(True, axis="y", alpha=0.3)
     fig.suptitle(subtitle(doc), fontsize=8)
     fig.tight_layout()
