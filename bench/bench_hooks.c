@@ -20,7 +20,9 @@
  *   -n LIB     time connect() against LIB's instead of real syscalls
  *   -r ROUNDS  rounds per operation (default 25); medians are reported
  *   -t MS      time per batch (default 4 ms)
- *   -R         raw output: "op next_ns sym_ns diff_ns" per line
+ *   -R         raw output: "op next_ns sym_ns diff_ns ratio" per line,
+ *              medians over rounds (diff and ratio: of the per-round
+ *              paired difference and quotient)
  */
 #include "config.h"
 
@@ -63,6 +65,8 @@ enum variant { VIA_LIBC, VIA_SYMBOL };
 static int null_fd = -1;	      /* /dev/null: connect gives ENOTSOCK */
 static int udp_fd = -1;		      /* connected again and again */
 static int tcp_fd = -1;		      /* a stream socket for the stub */
+static int conn_fd = -1;	      /* a TCP socket connected to lo_listen */
+static struct sockaddr_in lo_listen;  /* 127.0.0.1, a port listening */
 static struct sockaddr_in lo_closed;  /* 127.0.0.1, a port nobody listens on */
 static struct sockaddr_in lo_discard; /* 127.0.0.1:9, for the UDP socket */
 static struct addrinfo stream_hints = {.ai_socktype = SOCK_STREAM};
@@ -92,6 +96,19 @@ static void op_connect_udp(enum variant v, long n)
 		if (fn(udp_fd, (struct sockaddr *)&lo_discard,
 		       sizeof(lo_discard)) != 0)
 			fail("connect(udp)", errno);
+}
+
+/* The cheapest connect() of a TCP socket to a non-replica address that
+ * reaches the kernel: the socket is connected already (EISCONN). */
+static void op_connect_eisconn(enum variant v, long n)
+{
+	typeof(libc.connect) fn = v == VIA_LIBC ? libc.connect : sym.connect;
+
+	for (long i = 0; i < n; i++)
+		if (fn(conn_fd, (struct sockaddr *)&lo_listen,
+		       sizeof(lo_listen)) == 0 ||
+		    errno != EISCONN)
+			fail("connect(connected socket)", errno);
 }
 
 static void op_tcp_refused(enum variant v, long n)
@@ -180,18 +197,20 @@ struct op {
 	double *libc_ns;  /* per round */
 	double *sym_ns;
 	double *diff_ns;
+	double *ratio; /* per round: sym / libc */
 };
 
 static struct op ops[] = {
-	{"getaddrinfo_virtual", op_gai_virtual, REAL, true, 0, 0, 0, 0},
-	{"getaddrinfo_numeric", op_gai_numeric, REAL, false, 0, 0, 0, 0},
-	{"getaddrinfo_hosts", op_gai_hosts, REAL, false, 0, 0, 0, 0},
-	{"connect_enotsock", op_connect_enotsock, REAL, false, 0, 0, 0, 0},
-	{"connect_udp", op_connect_udp, REAL, false, 0, 0, 0, 0},
-	{"tcp_refused_cycle", op_tcp_refused, REAL, false, 0, 0, 0, 0},
-	{"connect_ok_nosys", op_connect_ok_nosys, STUB, false, 0, 0, 0, 0},
+	{"getaddrinfo_virtual", op_gai_virtual, REAL, true, 0, 0, 0, 0, 0},
+	{"getaddrinfo_numeric", op_gai_numeric, REAL, false, 0, 0, 0, 0, 0},
+	{"getaddrinfo_hosts", op_gai_hosts, REAL, false, 0, 0, 0, 0, 0},
+	{"connect_enotsock", op_connect_enotsock, REAL, false, 0, 0, 0, 0, 0},
+	{"connect_udp", op_connect_udp, REAL, false, 0, 0, 0, 0, 0},
+	{"connect_eisconn", op_connect_eisconn, REAL, false, 0, 0, 0, 0, 0},
+	{"tcp_refused_cycle", op_tcp_refused, REAL, false, 0, 0, 0, 0, 0},
+	{"connect_ok_nosys", op_connect_ok_nosys, STUB, false, 0, 0, 0, 0, 0},
 	{"connect_refused_nosys", op_connect_refused_nosys, STUB, false, 0, 0,
-	 0, 0},
+	 0, 0, 0},
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
@@ -296,6 +315,23 @@ static void setup(const char *next_lib)
 		fail("bind(127.0.0.1:0)", errno);
 	libc.close(fd);
 
+	/* A listener, and a socket connected to it through libc's connect,
+	 * never the stub's. */
+	typeof(libc.connect) real_connect =
+		(typeof(libc.connect))dlsym(h, "connect");
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	len = sizeof(lo_listen);
+	lo_listen.sin_family = AF_INET;
+	lo_listen.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	conn_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || conn_fd < 0 ||
+	    bind(lfd, (struct sockaddr *)&lo_listen, len) != 0 ||
+	    getsockname(lfd, (struct sockaddr *)&lo_listen, &len) != 0 ||
+	    listen(lfd, 1) != 0 ||
+	    real_connect(conn_fd, (struct sockaddr *)&lo_listen, len) != 0)
+		fail("connect(127.0.0.1:listening port)", errno);
+
 	lo_discard.sin_family = AF_INET;
 	lo_discard.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	lo_discard.sin_port = htons(9);
@@ -372,7 +408,8 @@ int main(int argc, char **argv)
 		op->libc_ns = calloc(rounds, sizeof(double));
 		op->sym_ns = calloc(rounds, sizeof(double));
 		op->diff_ns = calloc(rounds, sizeof(double));
-		if (!op->libc_ns || !op->sym_ns || !op->diff_ns)
+		op->ratio = calloc(rounds, sizeof(double));
+		if (!op->libc_ns || !op->sym_ns || !op->diff_ns || !op->ratio)
 			fail("calloc", ENOMEM);
 		op->iters = calibrate(op, batch_ms * 1e6);
 	}
@@ -400,6 +437,7 @@ int main(int argc, char **argv)
 					batch(op, VIA_SYMBOL, op->iters);
 			}
 			op->diff_ns[r] = op->sym_ns[r] - op->libc_ns[r];
+			op->ratio[r] = op->sym_ns[r] / op->libc_ns[r];
 		}
 	}
 
@@ -415,7 +453,7 @@ int main(int argc, char **argv)
 
 		if (op->symbol_only) {
 			if (raw)
-				printf("%s - %.1f -\n", op->name, s);
+				printf("%s - %.1f - -\n", op->name, s);
 			else
 				printf("%-22s %12s %12.1f %10s %10ld\n",
 				       op->name, "-", s, "-", op->iters);
@@ -423,9 +461,11 @@ int main(int argc, char **argv)
 		}
 		double l = median(op->libc_ns, rounds);
 		double d = median(op->diff_ns, rounds);
+		double q = median(op->ratio, rounds);
 
 		if (raw)
-			printf("%s %.1f %.1f %.1f\n", op->name, l, s, d);
+			printf("%s %.1f %.1f %.1f %.4f\n", op->name, l, s, d,
+			       q);
 		else
 			printf("%-22s %12.1f %12.1f %10.1f %10ld\n", op->name,
 			       l, s, d, op->iters);

@@ -5,7 +5,8 @@
 RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev binutils \
 libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
 python3 valgrind file procps clang-format redis-server redis-tools strace \
-iproute2 nftables clang libclang-rt-14-dev openjdk-17-jdk-headless"
+iproute2 nftables clang libclang-rt-14-dev openjdk-17-jdk-headless \
+haproxy python3-matplotlib"
 
 rlb_ensure_deps()
 {
