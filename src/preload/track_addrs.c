@@ -202,16 +202,36 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	if (k == ADDR_SLOTS) {
 		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");
 	} else {
-		atomic_store_explicit(&s->timeout_ms, c->s.connect_timeout_ms,
-				      memory_order_relaxed);
-		atomic_store_explicit(&s->failover, c->s.connect_failover,
-				      memory_order_relaxed);
-		if (c->s.connect_failover)
+		/*
+		 * Read-mostly: every resolution of every thread hands the
+		 * same addresses out again, so a slot is written only when
+		 * something changed (a reload), never as a matter of course
+		 * (a shared cache line written per resolution would not let
+		 * two threads resolve any faster than one).
+		 */
+		if (atomic_load_explicit(&s->timeout_ms,
+					 memory_order_relaxed) !=
+		    c->s.connect_timeout_ms)
+			atomic_store_explicit(&s->timeout_ms,
+					      c->s.connect_timeout_ms,
+					      memory_order_relaxed);
+		if (atomic_load_explicit(&s->failover, memory_order_relaxed) !=
+		    c->s.connect_failover)
+			atomic_store_explicit(&s->failover,
+					      c->s.connect_failover,
+					      memory_order_relaxed);
+		/* Handed out again after a failure: not stale any more. */
+		if (c->s.connect_failover &&
+		    atomic_load_explicit(&s->failed_ms, memory_order_relaxed) >
+			    atomic_load_explicit(&s->handout_ms,
+						 memory_order_relaxed))
 			atomic_store_explicit(&s->handout_ms,
 					      rlb_monotonic_ms(),
 					      memory_order_relaxed);
 	}
-	atomic_store_explicit(&rlb_addr_active, true, memory_order_release);
+	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed))
+		atomic_store_explicit(&rlb_addr_active, true,
+				      memory_order_release);
 }
 
 /*
