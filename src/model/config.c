@@ -30,6 +30,7 @@ static void config_clear(struct rlb_config *cfg)
 	for (size_t i = 0; i < cfg->nclusters; i++)
 		cluster_free(&cfg->clusters[i]);
 	free(cfg->clusters);
+	free(cfg->index);
 	free(cfg->local_hostname);
 	free(cfg->state_dir);
 	rlb_config_files_free(&cfg->files);
@@ -52,32 +53,72 @@ void rlb_cfg_layer_free(struct rlb_cfg_layer *l)
 	memset(l, 0, sizeof(*l));
 }
 
+void rlb_config_index(struct rlb_config *cfg)
+{
+	size_t size = 16;
+
+	free(cfg->index);
+	cfg->index = NULL;
+	while (size < 2 * cfg->nclusters)
+		size *= 2;
+	if (cfg->nclusters > UINT32_MAX - 1 ||
+	    !(cfg->index = calloc(size, sizeof(*cfg->index))))
+		return;
+	cfg->index_mask = size - 1;
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		size_t h = cfg->clusters[i].name_hash & cfg->index_mask;
+
+		while (cfg->index[h])
+			h = (h + 1) & cfg->index_mask;
+		cfg->index[h] = (uint32_t)i + 1;
+	}
+}
+
+/* Whether stored name cn is the query (len bytes, any ASCII case). */
+static bool name_is(const char *cn, const char *name, size_t len)
+{
+	size_t k;
+
+	for (k = 0; k < len; k++) {
+		unsigned char ch = (unsigned char)name[k];
+
+		if (ch >= 'A' && ch <= 'Z')
+			ch += 'a' - 'A';
+		if ((unsigned char)cn[k] != ch)
+			return false;
+	}
+	return cn[len] == '\0';
+}
+
 struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 				    const char *name)
 {
-	size_t len;
+	char folded[RLB_MAX_HOST + 1];
+	size_t len, h;
 
 	if (!cfg || !name)
 		return NULL;
-	len = strlen(name);
+	len = strnlen(name, RLB_MAX_HOST + 2);
 	if (len && name[len - 1] == '.')
 		len--;
+	if (len > RLB_MAX_HOST)
+		return NULL; /* longer than any virtual name can be */
 	/* Stored names are lowercase: fold only the query, ASCII only (a
 	 * locale's strncasecmp could fold 'I' to a dotless i). */
-	for (size_t i = 0; i < cfg->nclusters; i++) {
-		const char *cn = cfg->clusters[i].name;
-		size_t k;
+	if (!cfg->index) {
+		for (size_t i = 0; i < cfg->nclusters; i++)
+			if (name_is(cfg->clusters[i].name, name, len))
+				return &cfg->clusters[i];
+		return NULL;
+	}
+	rlb_ascii_lower(folded, name, len + 1);
+	folded[len] = '\0';
+	h = rlb_hash64(folded, len, 0) & cfg->index_mask;
+	for (; cfg->index[h]; h = (h + 1) & cfg->index_mask) {
+		struct rlb_cluster *c = &cfg->clusters[cfg->index[h] - 1];
 
-		for (k = 0; k < len; k++) {
-			unsigned char ch = (unsigned char)name[k];
-
-			if (ch >= 'A' && ch <= 'Z')
-				ch += 'a' - 'A';
-			if ((unsigned char)cn[k] != ch)
-				break;
-		}
-		if (k == len && cn[len] == '\0')
-			return &cfg->clusters[i];
+		if (strcmp(c->name, folded) == 0)
+			return c;
 	}
 	return NULL;
 }

@@ -775,6 +775,7 @@ static int finish(struct rlb_cfg_parser *p, struct rlb_cfg_layer *m,
 	}
 	merge(p, m, a, cfg);
 	apply_env(p, src, policy, level, cfg);
+	rlb_config_index(cfg);
 	cfg->files = *files;
 	memset(files, 0, sizeof(*files));
 	if (p->nomem)

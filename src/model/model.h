@@ -135,6 +135,10 @@ struct rlb_config {
 	enum rlb_log_target log_target;
 	size_t nclusters;
 	struct rlb_cluster *clusters;
+	/* Cluster number + 1 by name_hash, open addressing (0: free);
+	 * NULL when it could not be built: rlb_config_find() scans. */
+	uint32_t *index;
+	size_t index_mask;
 	struct rlb_config_files files; /* for reload */
 };
 
@@ -184,6 +188,11 @@ int rlb_config_load_ex(const struct rlb_config_source *src,
 /* Parse config text; `name` is used in messages as the file name. */
 int rlb_config_parse_string(const char *text, const char *name,
 			    struct rlb_config **out, struct rlb_diag *diag);
+/*
+ * Build cfg's index of virtual names (the loader calls it once, when the
+ * clusters are final). Without memory there is none, and lookups scan.
+ */
+void rlb_config_index(struct rlb_config *cfg);
 /* Free a config and everything it owns (health is the snapshot's). */
 void rlb_config_free(struct rlb_config *cfg);
 /* The cluster whose virtual name matches (design.md §2 rules), or NULL. */

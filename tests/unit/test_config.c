@@ -536,6 +536,54 @@ static void test_config_find(void **state)
 	rlb_config_free(cfg);
 }
 
+/*
+ * Many clusters: every name is found through the index (any case, one
+ * trailing dot), no other is, and the index is the scan's equal.
+ */
+static void test_config_find_many(void **state)
+{
+	size_t cap = 600 * 64, off;
+	char *text = malloc(cap), name[32], *longname;
+	struct rlb_config *cfg;
+	uint32_t *index = NULL;
+
+	assert_non_null(text);
+	off = (size_t)snprintf(text, cap, "clusters = (\n");
+	for (int i = 0; i < 600; i++)
+		off += (size_t)snprintf(text + off, cap - off,
+					"{ name = \"c%d.cluster\"; replicas = "
+					"( \"h\" ); }%s\n",
+					i, i < 599 ? "," : "");
+	snprintf(text + off, cap - off, ");\n");
+	cfg = parse_ok(text);
+	assert_non_null(cfg->index);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 600; i++) {
+			snprintf(name, sizeof(name), "C%d.Cluster%s", i,
+				 i % 2 ? "." : "");
+			assert_ptr_equal(rlb_config_find(cfg, name),
+					 &cfg->clusters[i]);
+		}
+		assert_null(rlb_config_find(cfg, "c600.cluster"));
+		assert_null(rlb_config_find(cfg, "c1.cluster.."));
+		/* Then the same answers without the index. */
+		if (pass == 0) {
+			index = cfg->index;
+			cfg->index = NULL;
+		} else {
+			cfg->index = index;
+		}
+	}
+	longname = malloc(1000);
+	assert_non_null(longname);
+	memset(longname, 'a', 999);
+	longname[999] = '\0';
+	assert_null(rlb_config_find(cfg, longname));
+	free(longname);
+	rlb_config_free(cfg);
+	free(text);
+}
+
 static void test_config_unknown_policy_suggests(void **state)
 {
 	expect_errors("log_level = \"info\";\n" MINIMAL
@@ -2241,6 +2289,7 @@ int main(void)
 		cmocka_unit_test(test_config_string_element_lines),
 		cmocka_unit_test(test_config_cluster_name_normalized),
 		cmocka_unit_test(test_config_find),
+		cmocka_unit_test(test_config_find_many),
 		cmocka_unit_test(test_config_unknown_policy_suggests),
 		cmocka_unit_test(test_config_unknown_policy_lists_valid),
 		cmocka_unit_test(test_config_policy_names),
