@@ -45,14 +45,12 @@ static void abort_attempt(int fd)
 
 static bool is_tcp(int fd)
 {
-	int type = 0, proto = 0;
-	socklen_t l1 = sizeof(type), l2 = sizeof(proto);
+	int proto = 0;
+	socklen_t len = sizeof(proto);
 
-	return rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l1) ==
-		       0 &&
-	       type == SOCK_STREAM &&
-	       rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto,
-				      &l2) == 0 &&
+	/* IPPROTO_TCP is a stream socket's only: one question. */
+	return rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto,
+				      &len) == 0 &&
 	       proto == IPPROTO_TCP;
 }
 
@@ -209,7 +207,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			return rc;
 		}
 		if (rc == 0 || err == EISCONN) {
-			rlb_pending_clear(fd);
+			rlb_pending_done(fd, &p);
 			rlb_pending_won(d, p.start_ms);
 			errno = err;
 			return rc;
@@ -241,7 +239,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		}
 		break;
 	}
-	rlb_pending_clear(fd);
+	rlb_pending_done(fd, &p);
 	/* EINPROGRESS of a blocking socket: cut short by the program's own
 	 * SO_SNDTIMEO, which is a timeout too. */
 	if (err == EINPROGRESS || rlb_errno_counts(err))
@@ -435,8 +433,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	size_t n;
 
 	if (!rlb_addr_to_dest(sa, len, &d) ||
-	    !(n = rlb_addr_owners(&d, owners, &pol)) ||
-	    rlb_pending_in_vfork_child()) {
+	    !(n = rlb_addr_owners(&d, owners, &pol))) {
 		rlb_pending_clear(fd);
 		return rlb_libc()->connect(fd, sa, len);
 	}

@@ -171,6 +171,11 @@ void rlb_pending_judge(const struct pending_connect *p, int fd,
 void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p);
 /* An attempt to d that started at start_ms has connected. */
 void rlb_pending_won(const struct dest *d, int64_t start_ms);
+/*
+ * The attempt `mine` on fd is over (connected, failed): as
+ * rlb_pending_clear(), without asking the kernel which socket fd is.
+ */
+void rlb_pending_done(int fd, const struct pending_connect *mine);
 /* The attempt on fd is over; an earlier socket's entry is judged. */
 void rlb_pending_clear(int fd);
 /* Look at recent pending attempts but fd's (design.md §11.6). */

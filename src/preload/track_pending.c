@@ -446,6 +446,19 @@ void rlb_pending_clear(int fd)
 		rlb_pending_judge(&copy, -1, NULL, 0, false);
 }
 
+void rlb_pending_done(int fd, const struct pending_connect *mine)
+{
+	struct pending_connect copy;
+
+	if (!atomic_load_explicit(&rlb_pending_count, memory_order_relaxed) ||
+	    !take_entry(fd, 0, &copy))
+		return;
+	if (copy.ino == mine->ino && copy.start_ms == mine->start_ms)
+		rlb_pending_restore_syncnt(fd, &copy);
+	else /* an earlier socket's, dropped without our close() */
+		rlb_pending_judge(&copy, -1, NULL, 0, false);
+}
+
 /*
  * Look at every recently pending attempt but the one on fd now being
  * connected (design.md §5.2, §11.6):
