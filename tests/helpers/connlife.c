@@ -217,6 +217,19 @@ static int attempt(int fd, const struct addrinfo *ai)
 	return err;
 }
 
+/* With CONNLIFE_SIGNALS=FILE, the signals delivered are added to FILE
+ * as one line, for a test that reports how many it sent. */
+static void note_signals(void)
+{
+	const char *path = getenv("CONNLIFE_SIGNALS");
+	FILE *f = path ? fopen(path, "a") : NULL;
+
+	if (f) {
+		fprintf(f, "%d\n", (int)signals);
+		fclose(f);
+	}
+}
+
 static int mode_walk(const char *host, const char *port)
 {
 	struct addrinfo *res = resolve(host, port), *ai;
@@ -229,6 +242,7 @@ static int mode_walk(const char *host, const char *port)
 
 		if (attempt(fd, ai) == 0) {
 			signals_stop();
+			note_signals();
 			printf("connected %s %ld\n", addr_of(ai->ai_addr),
 			       now_ms() - t0);
 			close(fd);
@@ -238,6 +252,7 @@ static int mode_walk(const char *host, const char *port)
 		close(fd);
 	}
 	signals_stop();
+	note_signals();
 	printf("failed %ld\n", now_ms() - t0);
 	freeaddrinfo(res);
 	return 0;
