@@ -260,10 +260,12 @@ static bool literal_question_init(const struct addrinfo *q, const char *service,
 static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
 				  struct sockaddr_storage *ss)
 {
-	memset(ss, 0, sizeof(*ss));
+	/* Only the bytes of the sockaddr itself are set: the length says
+	 * how many are read. */
 	if (lit->family == AF_INET) {
 		struct sockaddr_in *in = (void *)ss;
 
+		memset(in, 0, sizeof(*in));
 		in->sin_family = AF_INET;
 		in->sin_port = port;
 		memcpy(&in->sin_addr, lit->bytes, 4);
@@ -271,6 +273,7 @@ static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
 	} else {
 		struct sockaddr_in6 *in6 = (void *)ss;
 
+		memset(in6, 0, sizeof(*in6));
 		in6->sin6_family = AF_INET6;
 		in6->sin6_port = port;
 		memcpy(&in6->sin6_addr, lit->bytes, 16);

@@ -40,6 +40,8 @@ atomic_bool rlb_addr_active;
  * address whose home bit is clear is no replica's: one load decides. */
 _Atomic uint64_t rlb_addr_home_bits[ADDR_SLOTS / 64];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+/* Set once tables_init() has run: resolutions skip pthread_once(). */
+static atomic_bool tables_ready;
 
 static void tables_init(void)
 {
@@ -163,7 +165,11 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 
 	if (!rlb_addr_to_dest(sa, len, &d))
 		return;
-	pthread_once(&tables_once, tables_init);
+	if (!atomic_load_explicit(&tables_ready, memory_order_acquire)) {
+		pthread_once(&tables_once, tables_init);
+		atomic_store_explicit(&tables_ready, true,
+				      memory_order_release);
+	}
 	if (!addr_table)
 		return;
 	home = addr_home(&d);
