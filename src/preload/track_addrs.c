@@ -43,9 +43,9 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void tables_init(void)
 {
-	void *a = mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	void *a = rlb_libc()->mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
+				   PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	rlb_pending_setup();
 	if (a == MAP_FAILED) {

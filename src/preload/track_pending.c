@@ -77,24 +77,24 @@ void rlb_track_after_fork_child(void)
 	memset(won, 0, sizeof(won));
 	atomic_store(&ndropped, 0);
 	atomic_store(&nwon, 0);
-	atomic_store(&owner_pid, getpid());
+	atomic_store(&owner_pid, rlb_libc()->getpid());
 }
 
 /* Whether this is a vfork() child borrowing its parent's memory (the
  * system call, not a cached pid: glibc caches none). */
 bool rlb_pending_in_vfork_child(void)
 {
-	return getpid() !=
+	return rlb_libc()->getpid() !=
 	       atomic_load_explicit(&owner_pid, memory_order_relaxed);
 }
 
 void rlb_pending_setup(void)
 {
-	void *f = mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	void *f = rlb_libc()->mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
+				   PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	atomic_store(&owner_pid, getpid());
+	atomic_store(&owner_pid, rlb_libc()->getpid());
 	if (f == MAP_FAILED) {
 		rlb_log(RLB_LOG_WARNING, "no memory for pending connects: "
 					 "abandoned attempts not counted");
@@ -158,8 +158,9 @@ ino_t rlb_pending_ino(int fd)
 {
 	struct statx stx;
 
-	return statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0 ? stx.stx_ino
-								  : 0;
+	return rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0
+		       ? stx.stx_ino
+		       : 0;
 }
 
 /* The TCP state of fd (TCP_SYN_SENT: its connect is pending), or -1. */
@@ -315,8 +316,8 @@ void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p)
 	    rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &now, &len) ==
 		    0 &&
 	    now == rlb_pending_syncnt_for(p->timeout_ms))
-		setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
-			   sizeof(p->syncnt));
+		rlb_libc()->setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
+				       sizeof(p->syncnt));
 }
 
 /* An attempt that connected: the evidence that another was abandoned. */
