@@ -118,7 +118,7 @@ static bool restore_sndtimeo(int fd, const struct pending_connect *p,
 	struct timeval now;
 	socklen_t len = sizeof(now);
 
-	if (p->ino != (uint64_t)rlb_pending_ino(fd))
+	if (!rlb_pending_is(fd, p->ino))
 		return false;
 	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &now, &len) ==
 		    0 &&
@@ -451,7 +451,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		rlb_pending_load(s, &prev);
 		repeat = (prev.moved || (rlb_addr_same(&prev.d, &d) &&
 					 prev.d.port == d.port)) &&
-			 prev.ino == (uint64_t)rlb_pending_ino(fd);
+			 rlb_pending_is(fd, prev.ino);
 		if (repeat && prev.moved) {
 			d = prev.d;
 			n = rlb_addr_owners(&d, owners, &pol);
@@ -579,7 +579,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	 * set one of its own since. */
 	if (rc == 0 && level == IPPROTO_TCP && name == TCP_SYNCNT &&
 	    copy.syncnt > 0 && val && len && *len >= sizeof(int) &&
-	    copy.ino == (uint64_t)rlb_pending_ino(fd)) {
+	    rlb_pending_is(fd, copy.ino)) {
 		int v;
 
 		memcpy(&v, val, sizeof(v));

@@ -157,10 +157,28 @@ struct fd_slot *rlb_pending_slot(int fd)
 ino_t rlb_pending_ino(int fd)
 {
 	struct statx stx;
+	int saved = errno;
+	ino_t ino = rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO,
+				      &stx) == 0
+			    ? stx.stx_ino
+			    : 0;
 
-	return rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0
-		       ? stx.stx_ino
-		       : 0;
+	errno = saved;
+	return ino;
+}
+
+bool rlb_pending_is(int fd, uint64_t ino)
+{
+	struct statx stx;
+	int saved = errno;
+	bool same;
+
+	if (rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0)
+		same = ino == 0 || stx.stx_ino == ino;
+	else
+		same = errno != EBADF;
+	errno = saved;
+	return same;
 }
 
 /* The TCP state of fd (TCP_SYN_SENT: its connect is pending), or -1. */
@@ -300,7 +318,7 @@ static bool take_entry(int fd, uint32_t seq, struct pending_connect *copy)
 bool rlb_pending_take(int fd, struct pending_connect *copy)
 {
 	return take_entry(fd, 0, copy) &&
-	       copy->ino == (uint64_t)rlb_pending_ino(fd);
+	       rlb_pending_is(fd, copy->ino);
 }
 
 /*
@@ -365,7 +383,7 @@ static bool won_since(const struct pending_connect *p, int fd)
 			continue;
 		rlb_pending_load(s, &q);
 		found = q.start_ms >= p->start_ms &&
-			q.ino == (uint64_t)rlb_pending_ino(v - 1) &&
+			rlb_pending_is(v - 1, q.ino) &&
 			connected_once(v - 1) &&
 			rlb_addr_other_replica_of(&q.d, &p->d);
 	}
@@ -441,7 +459,7 @@ void rlb_pending_clear(int fd)
 	if (!atomic_load_explicit(&rlb_pending_count, memory_order_relaxed) ||
 	    !take_entry(fd, 0, &copy))
 		return;
-	if (copy.ino == (uint64_t)rlb_pending_ino(fd))
+	if (rlb_pending_is(fd, copy.ino))
 		rlb_pending_restore_syncnt(fd, &copy);
 	else /* an earlier socket's, dropped without our close() */
 		rlb_pending_judge(&copy, -1, NULL, 0, false);
@@ -475,7 +493,7 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 						 memory_order_acquire)))
 			continue;
 		rlb_pending_load(s, &p);
-		gone = p.ino != (uint64_t)rlb_pending_ino(v - 1);
+		gone = !rlb_pending_is(v - 1, p.ino);
 		if (v - 1 == fd && !gone)
 			continue; /* the socket being connected now */
 		if (!gone && !at_exit && !connected_once(v - 1))
