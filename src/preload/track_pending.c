@@ -158,10 +158,10 @@ ino_t rlb_pending_ino(int fd)
 {
 	struct statx stx;
 	int saved = errno;
-	ino_t ino = rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO,
-				      &stx) == 0
-			    ? stx.stx_ino
-			    : 0;
+	ino_t ino =
+		rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0
+			? stx.stx_ino
+			: 0;
 
 	errno = saved;
 	return ino;
@@ -317,8 +317,7 @@ static bool take_entry(int fd, uint32_t seq, struct pending_connect *copy)
 /* Take the pending entry of fd if it is this very socket. */
 bool rlb_pending_take(int fd, struct pending_connect *copy)
 {
-	return take_entry(fd, 0, copy) &&
-	       rlb_pending_is(fd, copy->ino);
+	return take_entry(fd, 0, copy) && rlb_pending_is(fd, copy->ino);
 }
 
 /*
@@ -383,8 +382,7 @@ static bool won_since(const struct pending_connect *p, int fd)
 			continue;
 		rlb_pending_load(s, &q);
 		found = q.start_ms >= p->start_ms &&
-			rlb_pending_is(v - 1, q.ino) &&
-			connected_once(v - 1) &&
+			rlb_pending_is(v - 1, q.ino) && connected_once(v - 1) &&
 			rlb_addr_other_replica_of(&q.d, &p->d);
 	}
 	return found;

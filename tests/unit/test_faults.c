@@ -28,7 +28,7 @@
 #include "preload/track_internal.h"
 
 /* Failures injected per entry at most: its first MAX_K calls. */
-#define MAX_K 6
+#define MAX_K	   6
 #define TIMEOUT_MS 200
 
 enum {
@@ -54,12 +54,12 @@ enum step {
 	S_FQDN,
 };
 static const char *const step_names[] = {
-	"none",	   "load",	"acquire",	"resolve", "connect ok",
-	"refused", "nonblocking", "close", "not a replica", "not virtual",
-	"fqdn",
+	"none",		 "load",	"acquire",     "resolve",
+	"connect ok",	 "refused",	"nonblocking", "close",
+	"not a replica", "not virtual", "fqdn",
 };
 
-static struct rlb_libc real;  /* the seam as bound, clock faked */
+static struct rlb_libc real;	/* the seam as bound, clock faked */
 static unsigned calls[E_COUNT]; /* calls of each entry this round */
 static int armed = -1;		/* entry to fail, -1: none */
 static unsigned fail_at;	/* its call to fail: 1, 2, ... */
@@ -121,7 +121,7 @@ static int fail_connect(int fd)
 	int flags = real.fcntl(fd, F_GETFL, 0);
 
 	return fail_int(flags >= 0 && (flags & O_NONBLOCK) ? EADDRNOTAVAIL
-							  : EINTR);
+							   : EINTR);
 }
 
 static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
@@ -133,60 +133,59 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 
 /* What each entry's failure looks like: its contract's error, with the
  * errno a real system could give there. */
-#define NOFAIL ((void)0)
-#define FAIL_getaddrinfo return (errno = EIO, EAI_AGAIN)
-#define FAIL_freeaddrinfo NOFAIL
-#define FAIL_gethostbyname return (h_errno = TRY_AGAIN, NULL)
-#define FAIL_gethostbyname2 return (h_errno = TRY_AGAIN, NULL)
-#define FAIL_gethostbyname_r return fail_gethostbyname_r(result, h_errnop)
+#define NOFAIL		      ((void)0)
+#define FAIL_getaddrinfo      return (errno = EIO, EAI_AGAIN)
+#define FAIL_freeaddrinfo     NOFAIL
+#define FAIL_gethostbyname    return (h_errno = TRY_AGAIN, NULL)
+#define FAIL_gethostbyname2   return (h_errno = TRY_AGAIN, NULL)
+#define FAIL_gethostbyname_r  return fail_gethostbyname_r(result, h_errnop)
 #define FAIL_gethostbyname2_r return fail_gethostbyname_r(result, h_errnop)
-#define FAIL_socket return fail_int(EMFILE)
-#define FAIL_connect return fail_connect(fd)
-#define FAIL_getsockopt return fail_int(ENOMEM)
-#define FAIL_setsockopt return fail_int(ENOMEM)
-#define FAIL_close return fail_after(real.close(fd), EIO)
-#define FAIL_fcntl return fail_int(ENOMEM)
-#define FAIL_poll return fail_int(EINTR)
-#define FAIL_open return fail_int(EMFILE)
-#define FAIL_openat return fail_int(EMFILE)
-#define FAIL_read return fail_int(EIO)
-#define FAIL_pread return fail_int(EIO)
-#define FAIL_write return fail_int(EIO)
-#define FAIL_stat return fail_int(ENOMEM)
-#define FAIL_lstat return fail_int(ENOMEM)
-#define FAIL_fstat return fail_int(EIO)
-#define FAIL_fstatat return fail_int(EIO)
-#define FAIL_statx return fail_int(ENOMEM)
-#define FAIL_access return fail_int(EIO)
-#define FAIL_realpath return fail_ptr(ENOMEM)
-#define FAIL_mkdir return fail_int(EIO)
-#define FAIL_chmod return fail_int(EIO)
-#define FAIL_fchmod return fail_int(EIO)
-#define FAIL_flock return fail_int(EINTR)
-#define FAIL_ftruncate return fail_int(EIO)
-#define FAIL_fallocate return fail_int(EIO)
-#define FAIL_renameat return fail_int(EIO)
-#define FAIL_opendir return fail_ptr(EMFILE)
-#define FAIL_readdir return fail_ptr(EIO)
-#define FAIL_closedir return fail_after(real.closedir(d), EIO)
-#define FAIL_mmap return (errno = ENOMEM, MAP_FAILED)
-#define FAIL_munmap return fail_int(ENOMEM)
-#define FAIL_mremap return (errno = ENOMEM, MAP_FAILED)
-#define FAIL_madvise return fail_int(EAGAIN)
-#define FAIL_getpid NOFAIL
-#define FAIL_geteuid NOFAIL
-#define FAIL_getrandom return fail_int(EINTR)
-#define FAIL_gethostname return fail_int(ENAMETOOLONG)
-#define FAIL_getrlimit return fail_int(EINVAL)
-#define FAIL_sigaction return fail_int(EINVAL)
-#define FAIL_pthread_sigmask return EINVAL
-#define FAIL_nanosleep return fail_int(EINTR)
-#define FAIL_futex return fail_int(EINTR)
-#define FAIL_syslog NOFAIL
-#define FAIL_now return fail_int(EINVAL)
+#define FAIL_socket	      return fail_int(EMFILE)
+#define FAIL_connect	      return fail_connect(fd)
+#define FAIL_getsockopt	      return fail_int(ENOMEM)
+#define FAIL_setsockopt	      return fail_int(ENOMEM)
+#define FAIL_close	      return fail_after(real.close(fd), EIO)
+#define FAIL_fcntl	      return fail_int(ENOMEM)
+#define FAIL_poll	      return fail_int(EINTR)
+#define FAIL_open	      return fail_int(EMFILE)
+#define FAIL_openat	      return fail_int(EMFILE)
+#define FAIL_read	      return fail_int(EIO)
+#define FAIL_pread	      return fail_int(EIO)
+#define FAIL_write	      return fail_int(EIO)
+#define FAIL_stat	      return fail_int(ENOMEM)
+#define FAIL_lstat	      return fail_int(ENOMEM)
+#define FAIL_fstat	      return fail_int(EIO)
+#define FAIL_fstatat	      return fail_int(EIO)
+#define FAIL_statx	      return fail_int(ENOMEM)
+#define FAIL_access	      return fail_int(EIO)
+#define FAIL_realpath	      return fail_ptr(ENOMEM)
+#define FAIL_mkdir	      return fail_int(EIO)
+#define FAIL_chmod	      return fail_int(EIO)
+#define FAIL_fchmod	      return fail_int(EIO)
+#define FAIL_flock	      return fail_int(EINTR)
+#define FAIL_ftruncate	      return fail_int(EIO)
+#define FAIL_fallocate	      return fail_int(EIO)
+#define FAIL_renameat	      return fail_int(EIO)
+#define FAIL_opendir	      return fail_ptr(EMFILE)
+#define FAIL_readdir	      return fail_ptr(EIO)
+#define FAIL_closedir	      return fail_after(real.closedir(d), EIO)
+#define FAIL_mmap	      return (errno = ENOMEM, MAP_FAILED)
+#define FAIL_munmap	      return fail_int(ENOMEM)
+#define FAIL_mremap	      return (errno = ENOMEM, MAP_FAILED)
+#define FAIL_madvise	      return fail_int(EAGAIN)
+#define FAIL_getpid	      NOFAIL
+#define FAIL_geteuid	      NOFAIL
+#define FAIL_getrandom	      return fail_int(EINTR)
+#define FAIL_gethostname      return fail_int(ENAMETOOLONG)
+#define FAIL_getrlimit	      return fail_int(EINVAL)
+#define FAIL_sigaction	      return fail_int(EINVAL)
+#define FAIL_pthread_sigmask  return EINVAL
+#define FAIL_nanosleep	      return fail_int(EINTR)
+#define FAIL_futex	      return fail_int(EINTR)
+#define FAIL_syslog	      NOFAIL
+#define FAIL_now	      return fail_int(EINVAL)
 /* Entries that cannot fail (void, or no error in their contract). */
-static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid,
-				 E_syslog};
+static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid, E_syslog};
 
 /* One wrapper per entry: counts, fails the armed call, else calls on. */
 #define WRAP(ret, name, params, args)                                          \
@@ -401,9 +400,9 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		rc = rlb_track_connect(fd, ai->ai_addr, ai->ai_addrlen);
 		if (refuser) {
 			/* Every real connect() to it was refused. */
-			out->refused_made += calls[E_connect] - connects -
-					     (armed == E_connect &&
-					      fired_here(s));
+			out->refused_made +=
+				calls[E_connect] - connects -
+				(armed == E_connect && fired_here(s));
 			if (rc == -1 && errno == ECONNREFUSED)
 				out->refused_seen++;
 			else if (!fired_here(s))
@@ -432,10 +431,11 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 
 		step = S_CONNECT_NB;
 		rc = rlb_track_connect(fd, (void *)&sin, sizeof(sin));
-		out->refused_made += calls[E_connect] - connects -
-				     (armed == E_connect &&
-				      fired_here(S_CONNECT_NB));
-		if (rc == -1 && errno == EINPROGRESS && poll(&p, 1, 2000) == 1 &&
+		out->refused_made +=
+			calls[E_connect] - connects -
+			(armed == E_connect && fired_here(S_CONNECT_NB));
+		if (rc == -1 && errno == EINPROGRESS &&
+		    poll(&p, 1, 2000) == 1 &&
 		    rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
 					 &len) == 0 &&
 		    err == ECONNREFUSED)
@@ -509,9 +509,10 @@ static bool round_ok(int e, unsigned k, struct outcome *out)
 		problem("%s #%u: %llu errors invented for the good replica",
 			e >= 0 ? rlb_libc_name(e) : "-", k,
 			(unsigned long long)errs[1]);
-	if (nproblems_all != before && nproblems <= sizeof(problems) /
-							    sizeof(problems[0]))
-		snprintf(problems[nproblems - 1] + strlen(problems[nproblems - 1]),
+	if (nproblems_all != before &&
+	    nproblems <= sizeof(problems) / sizeof(problems[0]))
+		snprintf(problems[nproblems - 1] +
+				 strlen(problems[nproblems - 1]),
 			 sizeof(problems[0]) - strlen(problems[nproblems - 1]),
 			 " [%s #%u]", e >= 0 ? rlb_libc_name(e) : "-", k);
 	return nproblems_all == before;
