@@ -3,14 +3,19 @@
 #ifndef RLB_BASE_H
 #define RLB_BASE_H
 
+#include <dirent.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -153,28 +158,136 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
 /* libc.c */
 
 /*
- * The libc seam: real functions bound with dlsym(RTLD_NEXT) once, under
- * pthread_once. Tests may overwrite entries after rlb_libc() to inject
- * failures.
+ * The seam to the system (design.md §10.3): every system call the library
+ * makes, the libc wrappers of one, and the clock, as one table of function
+ * pointers bound once (sqlite's aSyscall[]). Nothing outside libc.c calls
+ * the system directly. The hooked names (the resolver functions, connect,
+ * getsockopt, close) and socket are found with dlsym(RTLD_NEXT), never our
+ * own exports; the others are libc's functions, with fixed arguments where
+ * libc's are variadic (open, openat, fcntl, mremap, syslog). `now` is
+ * clock_gettime(): rlb_now() and rlb_monotonic_ms() read it.
+ *
+ * RLB_LIBC_ENTRIES(X) lists the entries as X(return type, name, (parameters),
+ * (arguments)), in the table's order: the struct below is made from it, and
+ * so can a test's wrappers be (tests/unit/test_faults.c).
  */
-struct rlb_libc {
-	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
-			   struct addrinfo **);
-	void (*freeaddrinfo)(struct addrinfo *);
-	struct hostent *(*gethostbyname)(const char *);
-	struct hostent *(*gethostbyname2)(const char *, int);
-	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t,
-			       struct hostent **, int *);
-	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *,
-				size_t, struct hostent **, int *);
-	int (*socket)(int, int, int);
-	int (*connect)(int, const struct sockaddr *, socklen_t);
-	int (*getsockopt)(int, int, int, void *, socklen_t *);
-	int (*close)(int);
-};
+/* clang-format off */
+#define RLB_LIBC_ENTRIES(X)                                                    \
+	/* the resolver (hooked) */                                            \
+	X(int, getaddrinfo, (const char *node, const char *service,            \
+		const struct addrinfo *hints, struct addrinfo **res),          \
+		(node, service, hints, res))                                   \
+	X(void, freeaddrinfo, (struct addrinfo *ai), (ai))                     \
+	X(struct hostent *, gethostbyname, (const char *name), (name))         \
+	X(struct hostent *, gethostbyname2, (const char *name, int af),        \
+		(name, af))                                                    \
+	X(int, gethostbyname_r, (const char *name, struct hostent *ret,        \
+		char *buf, size_t len, struct hostent **result, int *h_errnop),\
+		(name, ret, buf, len, result, h_errnop))                       \
+	X(int, gethostbyname2_r, (const char *name, int af,                    \
+		struct hostent *ret, char *buf, size_t len,                    \
+		struct hostent **result, int *h_errnop),                       \
+		(name, af, ret, buf, len, result, h_errnop))                   \
+	/* sockets (connect, getsockopt, close hooked) */                      \
+	X(int, socket, (int domain, int type, int protocol),                   \
+		(domain, type, protocol))                                      \
+	X(int, connect, (int fd, const struct sockaddr *sa, socklen_t len),    \
+		(fd, sa, len))                                                 \
+	X(int, getsockopt, (int fd, int level, int name, void *val,            \
+		socklen_t *len), (fd, level, name, val, len))                  \
+	X(int, setsockopt, (int fd, int level, int name, const void *val,      \
+		socklen_t len), (fd, level, name, val, len))                   \
+	X(int, close, (int fd), (fd))                                          \
+	X(int, fcntl, (int fd, int cmd, long arg), (fd, cmd, arg))             \
+	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout_ms),           \
+		(fds, n, timeout_ms))                                          \
+	/* files and directories */                                            \
+	X(int, open, (const char *path, int flags, mode_t mode),               \
+		(path, flags, mode))                                           \
+	X(int, openat, (int dirfd, const char *path, int flags, mode_t mode),  \
+		(dirfd, path, flags, mode))                                    \
+	X(ssize_t, read, (int fd, void *buf, size_t len), (fd, buf, len))      \
+	X(ssize_t, pread, (int fd, void *buf, size_t len, off_t off),          \
+		(fd, buf, len, off))                                           \
+	X(ssize_t, write, (int fd, const void *buf, size_t len),               \
+		(fd, buf, len))                                                \
+	X(int, stat, (const char *path, struct stat *st), (path, st))          \
+	X(int, lstat, (const char *path, struct stat *st), (path, st))         \
+	X(int, fstat, (int fd, struct stat *st), (fd, st))                     \
+	X(int, fstatat, (int dirfd, const char *path, struct stat *st,         \
+		int flags), (dirfd, path, st, flags))                          \
+	X(int, statx, (int dirfd, const char *path, int flags,                 \
+		unsigned mask, struct statx *stx),                             \
+		(dirfd, path, flags, mask, stx))                               \
+	X(int, access, (const char *path, int mode), (path, mode))             \
+	X(char *, realpath, (const char *path, char *resolved),                \
+		(path, resolved))                                              \
+	X(int, mkdir, (const char *path, mode_t mode), (path, mode))           \
+	X(int, chmod, (const char *path, mode_t mode), (path, mode))           \
+	X(int, fchmod, (int fd, mode_t mode), (fd, mode))                      \
+	X(int, flock, (int fd, int op), (fd, op))                              \
+	X(int, ftruncate, (int fd, off_t len), (fd, len))                      \
+	X(int, fallocate, (int fd, int mode, off_t off, off_t len),            \
+		(fd, mode, off, len))                                          \
+	X(int, renameat, (int olddirfd, const char *oldpath, int newdirfd,     \
+		const char *newpath), (olddirfd, oldpath, newdirfd, newpath))  \
+	X(DIR *, opendir, (const char *path), (path))                          \
+	X(struct dirent *, readdir, (DIR *d), (d))                             \
+	X(int, closedir, (DIR *d), (d))                                        \
+	/* memory */                                                           \
+	X(void *, mmap, (void *addr, size_t len, int prot, int flags, int fd,  \
+		off_t off), (addr, len, prot, flags, fd, off))                 \
+	X(int, munmap, (void *addr, size_t len), (addr, len))                  \
+	X(void *, mremap, (void *old, size_t oldlen, size_t newlen, int flags, \
+		void *new_addr), (old, oldlen, newlen, flags, new_addr))       \
+	X(int, madvise, (void *addr, size_t len, int advice),                  \
+		(addr, len, advice))                                           \
+	/* the process, signals, waiting */                                    \
+	X(pid_t, getpid, (void), ())                                           \
+	X(uid_t, geteuid, (void), ())                                          \
+	X(ssize_t, getrandom, (void *buf, size_t len, unsigned flags),         \
+		(buf, len, flags))                                             \
+	X(int, gethostname, (char *name, size_t len), (name, len))             \
+	X(int, getrlimit, (int resource, struct rlimit *rl), (resource, rl))   \
+	X(int, sigaction, (int sig, const struct sigaction *sa,                \
+		struct sigaction *old), (sig, sa, old))                        \
+	X(int, pthread_sigmask, (int how, const sigset_t *set,                 \
+		sigset_t *old), (how, set, old))                               \
+	X(int, nanosleep, (const struct timespec *req, struct timespec *rem),  \
+		(req, rem))                                                    \
+	X(long, futex, (uint32_t *word, int op, uint32_t val,                  \
+		const struct timespec *timeout), (word, op, val, timeout))     \
+	X(void, syslog, (int prio, const char *msg), (prio, msg))              \
+	/* the clock: clock_gettime() */                                       \
+	X(int, now, (clockid_t clock, struct timespec *ts), (clock, ts))
+/* clang-format on */
 
-/* The table, bound on first use; never NULL entries on glibc. */
-struct rlb_libc *rlb_libc(void);
+#define RLB_LIBC_FIELD(ret, name, params, args) ret(*name) params;
+struct rlb_libc {
+	RLB_LIBC_ENTRIES(RLB_LIBC_FIELD)
+};
+#undef RLB_LIBC_FIELD
+
+/* Number of entries, and entry i's name (tests, diagnostics). */
+#define RLB_LIBC_COUNT (sizeof(struct rlb_libc) / sizeof(void (*)(void)))
+const char *rlb_libc_name(size_t i);
+
+extern struct rlb_libc rlb_libc_table;
+extern atomic_bool rlb_libc_bound;
+void rlb_libc_bind(void);
+
+/*
+ * The table, bound on first use; never NULL entries. Once bound, one
+ * acquire load: every system call of the library comes here. Tests may
+ * overwrite entries to inject failures or set the clock.
+ */
+static inline struct rlb_libc *rlb_libc(void)
+{
+	if (!atomic_load_explicit(&rlb_libc_bound, memory_order_acquire))
+		rlb_libc_bind();
+	return &rlb_libc_table;
+}
+
 /* Put back every entry a test replaced: the functions as first bound. */
 void rlb_libc_reset(void);
 

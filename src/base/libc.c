@@ -1,11 +1,21 @@
-/* libc.c - the libc seam: real functions found with dlsym(RTLD_NEXT), so
- * that we stack with nss_wrapper, socket_wrapper and sanitizers. */
+/* libc.c - the seam to the system (design.md §10.3): one table of the
+ * functions through which the library reaches the kernel and the clock.
+ * The hooked names are found with dlsym(RTLD_NEXT), so that we stack with
+ * nss_wrapper, socket_wrapper and sanitizers and never call our own hooks. */
 #include "config.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -72,43 +82,132 @@ static int syscall_close(int fd)
 	return (int)syscall(SYS_close, fd);
 }
 
-static struct rlb_libc table;
+/* Fixed-argument forms of libc's variadic functions. */
+static int libc_open(const char *path, int flags, mode_t mode)
+{
+	return open(path, flags, mode);
+}
+
+static int libc_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return openat(dirfd, path, flags, mode);
+}
+
+static int libc_fcntl(int fd, int cmd, long arg)
+{
+	return fcntl(fd, cmd, arg);
+}
+
+static void *libc_mremap(void *old, size_t oldlen, size_t newlen, int flags,
+			 void *new_addr)
+{
+	return mremap(old, oldlen, newlen, flags, new_addr);
+}
+
+static int libc_getrlimit(int resource, struct rlimit *rl)
+{
+	return getrlimit(resource, rl);
+}
+
+static void libc_syslog(int prio, const char *msg)
+{
+	syslog(prio, "%s", msg);
+}
+
+/* glibc has no futex(): the system call. */
+static long libc_futex(uint32_t *word, int op, uint32_t val,
+		       const struct timespec *timeout)
+{
+	return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+}
+
+struct rlb_libc rlb_libc_table;
+atomic_bool rlb_libc_bound;
 /* The functions as bound, kept so that tests can put them back. */
 static struct rlb_libc defaults;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-static atomic_bool table_bound;
 
-#define BIND(field, fallback)                                                  \
+#define NAME(ret, name, params, args) #name,
+static const char *const names[] = {RLB_LIBC_ENTRIES(NAME)};
+#undef NAME
+_Static_assert(sizeof(names) / sizeof(names[0]) == RLB_LIBC_COUNT,
+	       "every entry of struct rlb_libc is a function pointer");
+
+#define NEXT(field, fallback)                                                  \
 	do {                                                                   \
 		void *sym = dlsym(RTLD_NEXT, #field);                          \
-		*(void **)&table.field = sym ? sym : (void *)fallback;         \
+		*(void **)&t->field = sym ? sym : (void *)fallback;            \
 	} while (0)
 
 static void bind_table(void)
 {
+	struct rlb_libc *t = &rlb_libc_table;
 	int saved = errno;
 
-	BIND(getaddrinfo, missing_getaddrinfo);
-	BIND(freeaddrinfo, missing_freeaddrinfo);
-	BIND(gethostbyname, missing_gethostbyname);
-	BIND(gethostbyname2, missing_gethostbyname2);
-	BIND(gethostbyname_r, missing_gethostbyname_r);
-	BIND(gethostbyname2_r, missing_gethostbyname2_r);
-	BIND(socket, syscall_socket);
-	BIND(connect, syscall_connect);
-	BIND(getsockopt, syscall_getsockopt);
-	BIND(close, syscall_close);
-	defaults = table;
-	atomic_store_explicit(&table_bound, true, memory_order_release);
+	NEXT(getaddrinfo, missing_getaddrinfo);
+	NEXT(freeaddrinfo, missing_freeaddrinfo);
+	NEXT(gethostbyname, missing_gethostbyname);
+	NEXT(gethostbyname2, missing_gethostbyname2);
+	NEXT(gethostbyname_r, missing_gethostbyname_r);
+	NEXT(gethostbyname2_r, missing_gethostbyname2_r);
+	NEXT(socket, syscall_socket);
+	NEXT(connect, syscall_connect);
+	NEXT(getsockopt, syscall_getsockopt);
+	NEXT(close, syscall_close);
+	/* Not exported by us: libc's own, as a direct call would reach. */
+	t->setsockopt = setsockopt;
+	t->fcntl = libc_fcntl;
+	t->poll = poll;
+	t->open = libc_open;
+	t->openat = libc_openat;
+	t->read = read;
+	t->pread = pread;
+	t->write = write;
+	t->stat = stat;
+	t->lstat = lstat;
+	t->fstat = fstat;
+	t->fstatat = fstatat;
+	t->statx = statx;
+	t->access = access;
+	t->realpath = realpath;
+	t->mkdir = mkdir;
+	t->chmod = chmod;
+	t->fchmod = fchmod;
+	t->flock = flock;
+	t->ftruncate = ftruncate;
+	t->fallocate = fallocate;
+	t->renameat = renameat;
+	t->opendir = opendir;
+	t->readdir = readdir;
+	t->closedir = closedir;
+	t->mmap = mmap;
+	t->munmap = munmap;
+	t->mremap = libc_mremap;
+	t->madvise = madvise;
+	t->getpid = getpid;
+	t->geteuid = geteuid;
+	t->getrandom = getrandom;
+	t->gethostname = gethostname;
+	t->getrlimit = libc_getrlimit;
+	t->sigaction = sigaction;
+	t->pthread_sigmask = pthread_sigmask;
+	t->nanosleep = nanosleep;
+	t->futex = libc_futex;
+	t->syslog = libc_syslog;
+	t->now = clock_gettime;
+	defaults = *t;
+	atomic_store_explicit(&rlb_libc_bound, true, memory_order_release);
 	errno = saved;
 }
 
-struct rlb_libc *rlb_libc(void)
+void rlb_libc_bind(void)
 {
-	/* Every hooked call comes here: skip pthread_once once bound. */
-	if (!atomic_load_explicit(&table_bound, memory_order_acquire))
-		pthread_once(&table_once, bind_table);
-	return &table;
+	pthread_once(&table_once, bind_table);
+}
+
+const char *rlb_libc_name(size_t i)
+{
+	return i < RLB_LIBC_COUNT ? names[i] : NULL;
 }
 
 void rlb_libc_reset(void)

@@ -66,7 +66,8 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...)
 
 	if (!rlb_log_enabled(level))
 		return;
-	n = snprintf(line, sizeof(line), "replicalb[%d]: ", (int)getpid());
+	n = snprintf(line, sizeof(line),
+		     "replicalb[%d]: ", (int)rlb_libc()->getpid());
 	off = n > 0 ? (size_t)n : 0;
 	va_start(ap, fmt);
 	n = vsnprintf(line + off, sizeof(line) - off - 1, fmt, ap);
@@ -77,10 +78,11 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...)
 			       : sizeof(line) - off - 2;
 	if (atomic_load(&log_target) == RLB_LOG_SYSLOG) {
 		line[off] = '\0';
-		syslog(LOG_USER | syslog_prio[level], "%s", line);
+		/* (parenthesised: a fortified syslog may be a macro) */
+		(rlb_libc()->syslog)(LOG_USER | syslog_prio[level], line);
 	} else {
 		line[off++] = '\n';
-		if (write(STDERR_FILENO, line, off) < 0) {
+		if (rlb_libc()->write(STDERR_FILENO, line, off) < 0) {
 			/* Nowhere to report a failed report. */
 		}
 	}

@@ -51,11 +51,12 @@ static void rng_seed(unsigned generation)
 	struct timespec ts;
 	int saved = errno;
 
-	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+	if (rlb_libc()->getrandom(&seed, sizeof(seed), GRND_NONBLOCK) !=
+	    sizeof(seed))
 		seed = 0;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	seed ^= (uint64_t)ts.tv_nsec << 20 ^ (uint64_t)ts.tv_sec;
-	seed ^= (uint64_t)getpid() << 32;
+	if (rlb_libc()->now(CLOCK_MONOTONIC, &ts) == 0)
+		seed ^= (uint64_t)ts.tv_nsec << 20 ^ (uint64_t)ts.tv_sec;
+	seed ^= (uint64_t)rlb_libc()->getpid() << 32;
 	seed ^= (uint64_t)(uintptr_t)&rng_state;
 	rng_state = splitmix64(&seed);
 	if (rng_state == 0)
@@ -92,21 +93,41 @@ void rlb_util_after_fork_child(void)
 	atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
 }
 
-/* Coarse clocks: a few ns, and whole seconds or ms is all we need. */
-int64_t rlb_now(void)
+/*
+ * Coarse clocks: a few ns, and whole seconds or ms is all we need. A clock
+ * that cannot be read (the seam failing) gives the latest reading: time
+ * stands still rather than jumping to 0, where every deadline computed
+ * from it would lie decades ahead. Kept only when it moves, so that the
+ * threads reading it share a cache line that rarely changes.
+ */
+static _Atomic int64_t last_now, last_monotonic_ms;
+
+static int64_t clock_read(clockid_t clock, _Atomic int64_t *last,
+			  int64_t unit_ns)
 {
 	struct timespec ts;
+	int64_t v, prev;
+	int saved = errno;
 
-	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	return ts.tv_sec;
+	if (rlb_libc()->now(clock, &ts) != 0) {
+		errno = saved;
+		return atomic_load_explicit(last, memory_order_relaxed);
+	}
+	v = (int64_t)ts.tv_sec * (1000000000 / unit_ns) + ts.tv_nsec / unit_ns;
+	prev = atomic_load_explicit(last, memory_order_relaxed);
+	if (v != prev)
+		atomic_store_explicit(last, v, memory_order_relaxed);
+	return v;
+}
+
+int64_t rlb_now(void)
+{
+	return clock_read(CLOCK_REALTIME_COARSE, &last_now, 1000000000);
 }
 
 int64_t rlb_monotonic_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_read(CLOCK_MONOTONIC_COARSE, &last_monotonic_ms, 1000000);
 }
 
 void rlb_ascii_lower(char *dst, const char *src, size_t dstlen)
@@ -159,7 +180,7 @@ void rlb_local_fqdn(char *buf, size_t len)
 	char host[RLB_MAX_HOST + 1] = "";
 	int saved = errno;
 
-	if (gethostname(host, sizeof(host) - 1) != 0)
+	if (rlb_libc()->gethostname(host, sizeof(host) - 1) != 0)
 		host[0] = '\0';
 	snprintf(buf, len, "%s", host);
 	hints.ai_flags = AI_CANONNAME | AI_ADDRCONFIG;

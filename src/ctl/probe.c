@@ -198,13 +198,15 @@ static size_t fd_budget(void)
 	size_t open_now = 0;
 	DIR *d;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+	if (rlb_libc()->getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
 		return SIZE_MAX;
-	d = opendir("/proc/self/fd");
+	d = rlb_libc()->opendir("/proc/self/fd");
 	if (d) {
-		while (readdir(d))
+		while (rlb_libc()->readdir(d))
 			open_now++;
-		closedir(d); /* counted ".", ".." and its own: 3 too many */
+		rlb_libc()->closedir(
+			d); /* counted ".", ".." and its own: 3 too many */
 		open_now = open_now > 3 ? open_now - 3 : 0;
 	}
 	if (rl.rlim_cur <= open_now + PROBE_FD_RESERVE)
@@ -280,7 +282,7 @@ static void run_attempts(struct attempt *att, size_t n)
 			wait = INT_MAX;
 		for (size_t k = 0; k < live; k++)
 			pfd[k].revents = 0;
-		rc = poll(pfd, live, (int)wait);
+		rc = rlb_libc()->poll(pfd, live, (int)wait);
 		if (rc < 0 && errno != EINTR) {
 			int err = errno;
 

@@ -50,7 +50,7 @@ static bool distrusted(const struct stat *st, bool dir, char *why, size_t len)
 {
 	mode_t w = st->st_mode & (S_IWGRP | S_IWOTH);
 
-	if (st->st_uid != 0 && st->st_uid != geteuid()) {
+	if (st->st_uid != 0 && st->st_uid != rlb_libc()->geteuid()) {
 		snprintf(why, len, "owned by uid %lu",
 			 (unsigned long)st->st_uid);
 		return true;
@@ -77,7 +77,7 @@ static bool distrusted(const struct stat *st, bool dir, char *why, size_t len)
  */
 static bool dirs_trusted(const char *path, char *why, size_t len)
 {
-	char *real = realpath(path, NULL);
+	char *real = rlb_libc()->realpath(path, NULL);
 	char reason[64], ebuf[128];
 	bool ok = true;
 	struct stat st;
@@ -93,7 +93,7 @@ static bool dirs_trusted(const char *path, char *why, size_t len)
 		if (!slash || (slash == real && !real[1]))
 			break;
 		slash[slash == real] = '\0';
-		if (stat(real, &st) != 0) {
+		if (rlb_libc()->stat(real, &st) != 0) {
 			snprintf(why, len, "cannot check directory %s: %s",
 				 real, strerror_r(errno, ebuf, sizeof(ebuf)));
 			ok = false;
@@ -144,7 +144,7 @@ static int read_fd(int fd, char **text, size_t *len)
 			cap *= 2;
 			continue;
 		}
-		got = read(fd, buf + n, cap - n - 1);
+		got = rlb_libc()->read(fd, buf + n, cap - n - 1);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0) {
@@ -188,7 +188,7 @@ static enum read_result read_checked(const char *path, char **text, size_t *len,
 	char ebuf[128];
 	int fd, rc;
 
-	if (stat(path, &st) != 0) {
+	if (rlb_libc()->stat(path, &st) != 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return READ_MISSING;
 		snprintf(why, whylen, "cannot open: %s",
@@ -200,8 +200,9 @@ static enum read_result read_checked(const char *path, char **text, size_t *len,
 		snprintf(why, whylen, "%s, not a regular file", kind(&st));
 		return READ_REFUSED;
 	}
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0) {
+	fd = rlb_libc()->open(path,
+			      O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
+	if (fd < 0 || rlb_libc()->fstat(fd, &st) != 0) {
 		if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 			return READ_MISSING;
 		snprintf(why, whylen, "cannot open: %s",
@@ -802,8 +803,8 @@ const char *rlb_config_path(void)
 	const char *env = rlb_env(RLB_ENV_CONFIG);
 
 	/* design.md §2.1: the first of the two that exists. */
-	if (env && access(env, F_OK) != 0 &&
-	    access(RLB_SYSTEM_CONFIG, F_OK) == 0)
+	if (env && rlb_libc()->access(env, F_OK) != 0 &&
+	    rlb_libc()->access(RLB_SYSTEM_CONFIG, F_OK) == 0)
 		return RLB_SYSTEM_CONFIG;
 	return env ? env : RLB_SYSTEM_CONFIG;
 }
@@ -917,7 +918,7 @@ bool rlb_config_files_changed(const struct rlb_config_files *files)
 	for (size_t i = 0; files && i < files->n && !changed; i++) {
 		const struct rlb_file_stamp *s = &files->stamps[i];
 		struct stat st;
-		bool exists = stat(s->path, &st) == 0;
+		bool exists = rlb_libc()->stat(s->path, &st) == 0;
 
 		if (exists != s->exists)
 			changed = true;

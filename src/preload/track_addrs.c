@@ -45,9 +45,9 @@ static atomic_bool tables_ready;
 
 static void tables_init(void)
 {
-	void *a = mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	void *a = rlb_libc()->mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
+				   PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	rlb_pending_setup();
 	if (a == MAP_FAILED) {

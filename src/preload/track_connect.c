@@ -77,7 +77,8 @@ static void lower_syncnt(int fd, struct pending_connect *p)
 	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt,
 				   &len) == 0 &&
 	    syncnt > want &&
-	    setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &want, sizeof(want)) == 0)
+	    rlb_libc()->setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &want,
+				   sizeof(want)) == 0)
 		p->syncnt = syncnt;
 }
 
@@ -98,7 +99,8 @@ static bool lower_sndtimeo(int fd, const struct pending_connect *p,
 		return false;
 	set->tv_sec = left / 1000;
 	set->tv_usec = left % 1000 * 1000;
-	return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, set, sizeof(*set)) == 0;
+	return rlb_libc()->setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, set,
+				      sizeof(*set)) == 0;
 }
 
 /*
@@ -114,12 +116,13 @@ static bool restore_sndtimeo(int fd, const struct pending_connect *p,
 	struct timeval now;
 	socklen_t len = sizeof(now);
 
-	if (p->ino != (uint64_t)rlb_pending_ino(fd))
+	if (!rlb_pending_is(fd, p->ino))
 		return false;
 	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &now, &len) ==
 		    0 &&
 	    tv_ms(&now) == tv_ms(set))
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, orig, sizeof(*orig));
+		rlb_libc()->setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, orig,
+				       sizeof(*orig));
 	return true;
 }
 
@@ -139,14 +142,14 @@ static bool program_sees_eintr(void)
 {
 	sigset_t blocked;
 
-	if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0)
+	if (rlb_libc()->pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0)
 		return true;
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction sa;
 
 		if (sig == SIGKILL || sig == SIGSTOP ||
 		    sigismember(&blocked, sig) == 1 ||
-		    sigaction(sig, NULL, &sa) != 0)
+		    rlb_libc()->sigaction(sig, NULL, &sa) != 0)
 			continue;
 		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
 			continue;
@@ -282,7 +285,7 @@ static int wait_connected(int fd, const struct dest *d)
 		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
 		int64_t left = deadline - rlb_monotonic_ms();
 		socklen_t len = sizeof(int);
-		int rc = poll(&pfd, 1, left > 0 ? (int)left : 0);
+		int rc = rlb_libc()->poll(&pfd, 1, left > 0 ? (int)left : 0);
 
 		if (rc == 1 && rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_ERROR,
 						      &err, &len) != 0)
@@ -445,7 +448,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		rlb_pending_load(s, &prev);
 		repeat = (prev.moved || (rlb_addr_same(&prev.d, &d) &&
 					 prev.d.port == d.port)) &&
-			 prev.ino == (uint64_t)rlb_pending_ino(fd);
+			 rlb_pending_is(fd, prev.ino);
 		if (repeat && prev.moved) {
 			d = prev.d;
 			n = rlb_addr_owners(&d, owners, &pol);
@@ -455,7 +458,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	rlb_pending_match_dropped(owners, n);
 	if (!repeat && pol.failover && pol.stale)
 		skip_stale(&sa, &len, &next, &d, owners, &n, &pol);
-	flags = fcntl(fd, F_GETFL);
+	flags = rlb_libc()->fcntl(fd, F_GETFL, 0);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
 	rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
 			     repeat ? &prev : NULL, false, false);
@@ -503,8 +506,8 @@ static bool page_readable(uintptr_t p)
 {
 	struct timespec zero = {0, 0};
 	int saved = errno;
-	bool ok = syscall(SYS_futex, (void *)(p & ~(uintptr_t)3),
-			  FUTEX_WAIT_PRIVATE, 0x5eedU, &zero, NULL, 0) == 0 ||
+	bool ok = rlb_libc()->futex((uint32_t *)(p & ~(uintptr_t)3),
+				    FUTEX_WAIT_PRIVATE, 0x5eedU, &zero) == 0 ||
 		  errno != EFAULT;
 
 	errno = saved;
@@ -573,7 +576,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	 * set one of its own since. */
 	if (rc == 0 && level == IPPROTO_TCP && name == TCP_SYNCNT &&
 	    copy.syncnt > 0 && val && len && *len >= sizeof(int) &&
-	    copy.ino == (uint64_t)rlb_pending_ino(fd)) {
+	    rlb_pending_is(fd, copy.ino)) {
 		int v;
 
 		memcpy(&v, val, sizeof(v));
@@ -609,7 +612,7 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		 */
 		if (n && pol.failover &&
 		    (flen = rlb_addr_sockaddr(fd, &copy.d, &failed)) > 0) {
-			int flags = fcntl(fd, F_GETFL);
+			int flags = rlb_libc()->fcntl(fd, F_GETFL, 0);
 
 			err = fail_over(
 				fd, (struct sockaddr *)&failed, flen, owners, n,

@@ -151,8 +151,16 @@ void rlb_pending_report(const struct dest *d, int err, int64_t age_ms,
 			bool slowdown);
 /* fd's slot in the pending table, or NULL. */
 struct fd_slot *rlb_pending_slot(int fd);
-/* The inode of socket fd, 0 when fd is not open. */
+/* The inode of socket fd, 0 when fd is not open or the kernel cannot
+ * tell. Keeps errno. */
 ino_t rlb_pending_ino(int fd);
+/*
+ * Whether fd is still the socket whose inode was ino (0: unknown). When
+ * the kernel cannot tell (statx() fails but with EBADF), it is taken to
+ * be: a count lost to a failed look is worse than the rare number reused
+ * at that moment. Keeps errno.
+ */
+bool rlb_pending_is(int fd, uint64_t ino);
 /* Whether fd's connect is still under way (SYN_SENT). */
 bool rlb_pending_connecting(int fd);
 /* A copy of the entry in slot s. */

@@ -77,24 +77,24 @@ void rlb_track_after_fork_child(void)
 	memset(won, 0, sizeof(won));
 	atomic_store(&ndropped, 0);
 	atomic_store(&nwon, 0);
-	atomic_store(&owner_pid, getpid());
+	atomic_store(&owner_pid, rlb_libc()->getpid());
 }
 
 /* Whether this is a vfork() child borrowing its parent's memory (the
  * system call, not a cached pid: glibc caches none). */
 bool rlb_pending_in_vfork_child(void)
 {
-	return getpid() !=
+	return rlb_libc()->getpid() !=
 	       atomic_load_explicit(&owner_pid, memory_order_relaxed);
 }
 
 void rlb_pending_setup(void)
 {
-	void *f = mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	void *f = rlb_libc()->mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
+				   PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	atomic_store(&owner_pid, getpid());
+	atomic_store(&owner_pid, rlb_libc()->getpid());
 	if (f == MAP_FAILED) {
 		rlb_log(RLB_LOG_WARNING, "no memory for pending connects: "
 					 "abandoned attempts not counted");
@@ -157,9 +157,28 @@ struct fd_slot *rlb_pending_slot(int fd)
 ino_t rlb_pending_ino(int fd)
 {
 	struct statx stx;
+	int saved = errno;
+	ino_t ino =
+		rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0
+			? stx.stx_ino
+			: 0;
 
-	return statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0 ? stx.stx_ino
-								  : 0;
+	errno = saved;
+	return ino;
+}
+
+bool rlb_pending_is(int fd, uint64_t ino)
+{
+	struct statx stx;
+	int saved = errno;
+	bool same;
+
+	if (rlb_libc()->statx(fd, "", AT_EMPTY_PATH, STATX_INO, &stx) == 0)
+		same = ino == 0 || stx.stx_ino == ino;
+	else
+		same = errno != EBADF;
+	errno = saved;
+	return same;
 }
 
 /* The TCP state of fd (TCP_SYN_SENT: its connect is pending), or -1. */
@@ -298,8 +317,7 @@ static bool take_entry(int fd, uint32_t seq, struct pending_connect *copy)
 /* Take the pending entry of fd if it is this very socket. */
 bool rlb_pending_take(int fd, struct pending_connect *copy)
 {
-	return take_entry(fd, 0, copy) &&
-	       copy->ino == (uint64_t)rlb_pending_ino(fd);
+	return take_entry(fd, 0, copy) && rlb_pending_is(fd, copy->ino);
 }
 
 /*
@@ -315,8 +333,8 @@ void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p)
 	    rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &now, &len) ==
 		    0 &&
 	    now == rlb_pending_syncnt_for(p->timeout_ms))
-		setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
-			   sizeof(p->syncnt));
+		rlb_libc()->setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &p->syncnt,
+				       sizeof(p->syncnt));
 }
 
 /* An attempt that connected: the evidence that another was abandoned. */
@@ -364,8 +382,7 @@ static bool won_since(const struct pending_connect *p, int fd)
 			continue;
 		rlb_pending_load(s, &q);
 		found = q.start_ms >= p->start_ms &&
-			q.ino == (uint64_t)rlb_pending_ino(v - 1) &&
-			connected_once(v - 1) &&
+			rlb_pending_is(v - 1, q.ino) && connected_once(v - 1) &&
 			rlb_addr_other_replica_of(&q.d, &p->d);
 	}
 	return found;
@@ -440,7 +457,7 @@ void rlb_pending_clear(int fd)
 	if (!atomic_load_explicit(&rlb_pending_count, memory_order_relaxed) ||
 	    !take_entry(fd, 0, &copy))
 		return;
-	if (copy.ino == (uint64_t)rlb_pending_ino(fd))
+	if (rlb_pending_is(fd, copy.ino))
 		rlb_pending_restore_syncnt(fd, &copy);
 	else /* an earlier socket's, dropped without our close() */
 		rlb_pending_judge(&copy, -1, NULL, 0, false);
@@ -487,7 +504,7 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 						 memory_order_acquire)))
 			continue;
 		rlb_pending_load(s, &p);
-		gone = p.ino != (uint64_t)rlb_pending_ino(v - 1);
+		gone = !rlb_pending_is(v - 1, p.ino);
 		if (v - 1 == fd && !gone)
 			continue; /* the socket being connected now */
 		if (!gone && !at_exit && !connected_once(v - 1))
