@@ -2019,3 +2019,167 @@ int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 		return elapsed < 0 ? INT64_MAX : 0;
 	return left > 0 ? left : 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Removing state (replicalbctl remove-state, design.md §12.10) */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Whether entry name is a file this library leaves in a state directory. */
+static bool is_state_entry(const char *name, bool *name_file)
+{
+	const char *dot = strstr(name, ".state");
+
+	*name_file = dot && strcmp(dot, ".state") == 0;
+	return *name_file ||
+	       (dot && (strncmp(dot, ".state.corrupt-", 15) == 0 ||
+			strncmp(dot, ".state.tmp-", 11) == 0));
+}
+
+/*
+ * Remove segment id if it is ours, and say so on out. True if removed.
+ */
+static bool remove_segment(int id, const char *why, FILE *out)
+{
+	struct shmid_ds ds;
+
+	if (shmctl(id, IPC_STAT, &ds) != 0 || ds.shm_perm.uid != geteuid() ||
+	    ds.shm_perm.cuid != geteuid() || shmctl(id, IPC_RMID, NULL) != 0)
+		return false;
+	if (out)
+		fprintf(out, "removed segment %d (%s)\n", id, why);
+	return true;
+}
+
+/*
+ * Segments of ours made for the directory (dev, ino) that nobody has
+ * attached and no name file names (named: sorted ids): left by a process
+ * that died between making one and naming it, or that moved away and
+ * exited before removing it.
+ */
+static int remove_orphans(uint64_t dev, uint64_t ino, const int *named,
+			  size_t nnamed, FILE *out)
+{
+	struct shm_info info;
+	int max, removed = 0;
+
+	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
+	for (int idx = 0; idx <= max; idx++) {
+		struct health_header hdr;
+		struct shmid_ds ds;
+		void *map;
+		int id = shmctl(idx, SHM_STAT, &ds);
+
+		if (id < 0 || ds.shm_perm.uid != geteuid() ||
+		    ds.shm_perm.cuid != geteuid() || ds.shm_nattch != 0 ||
+		    ds.shm_segsz < sizeof(hdr) ||
+		    bsearch(&id, named, nnamed, sizeof(*named), cmp_int))
+			continue;
+		map = shmat(id, NULL, SHM_RDONLY);
+		if (map == (void *)-1)
+			continue;
+		memcpy(&hdr, map, sizeof(hdr));
+		shmdt(map);
+		if (memcmp(hdr.magic, HEALTH_MAGIC, sizeof(hdr.magic)) == 0 &&
+		    hdr.version == HEALTH_VERSION && hdr.dir_dev == dev &&
+		    hdr.dir_ino == ino &&
+		    remove_segment(id, "named by no state file", out))
+			removed++;
+	}
+	return removed;
+}
+
+int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
+{
+	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	size_t nkeep = cfg ? cfg->nclusters : 0, nnamed = 0, cap = 0;
+	char dir[PATH_MAX], why[160];
+	char **keep = NULL;
+	int *named = NULL;
+	struct dirent *de;
+	int dirfd, removed = 0;
+	struct stat st;
+	DIR *d;
+
+	rlb_health_state_dir(cfg, dir, sizeof(dir));
+	dirfd = open(dir, flags);
+	if (dirfd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (fstat(dirfd, &st) != 0 || owner_problem(&st, why, sizeof(why))) {
+		rlb_log(RLB_LOG_ERROR, "state directory %s not used (%s)", dir,
+			why);
+		rlb_libc()->close(dirfd);
+		errno = EPERM;
+		return -1;
+	}
+	d = fdopendir(dirfd);
+	if (!d) {
+		rlb_libc()->close(dirfd);
+		return -1;
+	}
+	keep = calloc(nkeep ? nkeep : 1, sizeof(*keep));
+	for (size_t i = 0; keep && i < nkeep; i++) {
+		keep[i] = malloc(NAME_MAX + 1);
+		if (keep[i])
+			state_file_name(cfg->clusters[i].name, keep[i],
+					NAME_MAX + 1);
+		else
+			nkeep = i;
+	}
+	if (!keep)
+		nkeep = 0;
+	qsort(keep, nkeep, sizeof(*keep), cmp_str);
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+		struct stat nst;
+		uint64_t token;
+		bool name_file, v2;
+		int id, rc;
+
+		if (!is_state_entry(name, &name_file))
+			continue;
+		rc = name_read(dirfd, name, &id, &token, &v2, &nst, why,
+			       sizeof(why));
+		if (name_file && !all && keep &&
+		    bsearch(&name, keep, nkeep, sizeof(*keep), cmp_str)) {
+			if (rc == 0 && nnamed == cap) {
+				int *more = realloc(
+					named, (cap * 2 + 16) * sizeof(*more));
+
+				if (more) {
+					named = more;
+					cap = cap * 2 + 16;
+				}
+			}
+			if (rc == 0 && nnamed < cap)
+				named[nnamed++] = id;
+			continue;
+		}
+		if (rc == 0 && name_file)
+			removed += remove_segment(id, name, out);
+		if (unlinkat(dirfd, name, 0) == 0) {
+			removed++;
+			if (out)
+				fprintf(out, "removed %s/%s\n", dir, name);
+		}
+	}
+	qsort(named, nnamed, sizeof(*named), cmp_int);
+	removed += remove_orphans((uint64_t)st.st_dev, (uint64_t)st.st_ino,
+				  named, nnamed, out);
+	for (size_t i = 0; i < nkeep; i++)
+		free(keep[i]);
+	free(keep);
+	free(named);
+	closedir(d);
+	return removed;
+}

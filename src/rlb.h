@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -384,6 +385,16 @@ uint64_t rlb_health_rr_peek(const struct rlb_cluster *c);
 /* Seconds until max(errors, slowdowns) of replica i decays to 0 (§6). */
 int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now);
+/*
+ * Remove state from cfg's state directory (replicalbctl remove-state,
+ * design.md §12.10): the name files of clusters that cfg does not have
+ * (with `all`, of every cluster) and the segments they name, files set
+ * aside or left half-written, and segments made for the directory that
+ * nobody has attached and no name file names. Says what it removed on
+ * out (NULL: nothing). Returns the number of things removed, or -1 with
+ * errno when the directory cannot be read. Creates nothing.
+ */
+int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out);
 
 /* ------------------------------------------------------------------ */
 /* select.c */
