@@ -102,6 +102,9 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	nftw(f->tmp, rm_segment, 16, FTW_PHYS);
+	/* And those no state file names any more (a test's damage). */
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = f->state},
+				true, NULL);
 	nftw(f->tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(f);
 	return 0;
