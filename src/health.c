@@ -2083,7 +2083,8 @@ static int remove_orphans(uint64_t dev, uint64_t ino, const int *named,
 		if (id < 0 || ds.shm_perm.uid != geteuid() ||
 		    ds.shm_perm.cuid != geteuid() || ds.shm_nattch != 0 ||
 		    ds.shm_segsz < sizeof(hdr) ||
-		    bsearch(&id, named, nnamed, sizeof(*named), cmp_int))
+		    (nnamed &&
+		     bsearch(&id, named, nnamed, sizeof(*named), cmp_int)))
 			continue;
 		map = shmat(id, NULL, SHM_RDONLY);
 		if (map == (void *)-1)
@@ -2138,7 +2139,8 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 	}
 	if (!keep)
 		nkeep = 0;
-	qsort(keep, nkeep, sizeof(*keep), cmp_str);
+	if (nkeep)
+		qsort(keep, nkeep, sizeof(*keep), cmp_str);
 	while ((de = readdir(d))) {
 		const char *name = de->d_name;
 		struct stat nst;
@@ -2173,7 +2175,8 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 				fprintf(out, "removed %s/%s\n", dir, name);
 		}
 	}
-	qsort(named, nnamed, sizeof(*named), cmp_int);
+	if (nnamed)
+		qsort(named, nnamed, sizeof(*named), cmp_int);
 	removed += remove_orphans((uint64_t)st.st_dev, (uint64_t)st.st_ino,
 				  named, nnamed, out);
 	for (size_t i = 0; i < nkeep; i++)
