@@ -148,14 +148,15 @@ struct rlb_health {
 	unsigned nretired;		   /* entries of retired */
 	const struct rlb_cluster *cluster; /* whose health this is */
 	struct health_dirs *dirs;	   /* the state directory */
-	bool readonly;		    /* a look that writes nothing (§6) */
-	bool prune;		    /* prune at attach (a reload) */
-	_Atomic int mode;	    /* enum health_mode */
-	_Atomic bool grow_owed;	    /* a claim found no room */
-	_Atomic int64_t checked_ms; /* coarse tick of the last check */
-	_Atomic int64_t follow_ms;  /* next read of the name file */
-	_Atomic int64_t reclaim_ms; /* no reclaim before this */
-	_Atomic pid_t busy;	    /* process in a slow path, 0 if none */
+	bool readonly;			 /* a look that writes nothing (§6) */
+	bool prune;			 /* prune at attach (a reload) */
+	_Atomic int mode;		 /* enum health_mode */
+	_Atomic bool grow_owed;		 /* a claim found no room */
+	_Atomic uint64_t dead_successor; /* one that could not be attached */
+	_Atomic int64_t checked_ms;	 /* coarse tick of the last check */
+	_Atomic int64_t follow_ms;	 /* next read of the name file */
+	_Atomic int64_t reclaim_ms;	 /* no reclaim before this */
+	_Atomic pid_t busy;		 /* process in a slow path, 0 if none */
 };
 
 /* ------------------------------------------------------------------ */
@@ -1677,6 +1678,15 @@ static struct store *follow_name(struct rlb_health *h,
 	return n ? n : s;
 }
 
+/* Whether s names a successor that this cluster has not tried in vain. */
+static bool successor_due(const struct rlb_health *h, const struct store *s)
+{
+	uint64_t code = atomic_load(&s->map->hdr.successor);
+
+	return code && code != atomic_load_explicit(&h->dead_successor,
+						    memory_order_relaxed);
+}
+
 /*
  * The slow part of health_check(), once per tick: follow a successor at
  * once, make room that a claim found missing, and read the name file
@@ -1685,7 +1695,7 @@ static struct store *follow_name(struct rlb_health *h,
 static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
 		       struct store *s, int64_t now, bool force)
 {
-	bool succ = atomic_load(&s->map->hdr.successor) != 0;
+	bool succ = successor_due(h, s);
 	bool grow_owed = atomic_load(&h->grow_owed);
 	struct store *n;
 
@@ -1708,6 +1718,11 @@ static void check_slow(struct rlb_health *h, const struct rlb_cluster *c,
 			store_free(tip);
 		if (dirfd >= 0)
 			rlb_libc()->close(dirfd);
+		/* Gone already: not again at every operation; the name file
+		 * is read again once a second. */
+		if (tip == s)
+			atomic_store(&h->dead_successor,
+				     atomic_load(&s->map->hdr.successor));
 		if (n != s) {
 			n->dir = s->dir ? strdup(s->dir) : NULL;
 			n->label = s->label ? strdup(s->label) : NULL;
@@ -1732,7 +1747,9 @@ static struct store *store_now(const struct rlb_cluster *c)
 	int saved;
 
 	if (!s || s->kind != STORE_SHM || s->readonly ||
-	    !atomic_load_explicit(&s->map->hdr.successor, memory_order_relaxed))
+	    !atomic_load_explicit(&s->map->hdr.successor,
+				  memory_order_relaxed) ||
+	    !successor_due(c->health, s))
 		return s;
 	saved = errno;
 	check_slow(c->health, c, s, rlb_monotonic_ms(), true);
@@ -1755,7 +1772,9 @@ static struct store *health_check(const struct rlb_cluster *c)
 
 	if (!s || s->kind != STORE_SHM || s->readonly)
 		return s;
-	if (atomic_load_explicit(&s->map->hdr.successor, memory_order_relaxed))
+	if (atomic_load_explicit(&s->map->hdr.successor,
+				 memory_order_relaxed) &&
+	    successor_due(h, s))
 		return store_now(c);
 	now = rlb_monotonic_ms();
 	last = atomic_load_explicit(&h->checked_ms, memory_order_relaxed);
@@ -1924,8 +1943,7 @@ static void add_to(struct rlb_cluster *c, size_t i, uint64_t n, int64_t now,
 	add_counter(slowdowns ? &slot->slowdowns : &slot->errors, n, cap);
 	if (s->kind != STORE_SHM)
 		return;
-	if (atomic_load(&s->map->hdr.successor) != 0 &&
-	    atomic_load(&h->cur) == s) {
+	if (successor_due(h, s) && atomic_load(&h->cur) == s) {
 		int saved = errno;
 
 		check_slow(h, c, s, rlb_monotonic_ms(), true);

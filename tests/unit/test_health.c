@@ -1351,6 +1351,37 @@ static void test_health_name_file_replaced_while_in_use(void **state)
 	unlink(backup);
 }
 
+static void test_health_successor_removed_before_followed(void **state)
+{
+	static const char *const hosts3[] = {"a", "b", "c"};
+	struct fixture *f = *state;
+	struct rlb_config *c1 = attach1(f->state, "db", hosts3, 3, false);
+	struct rlb_config *c2 = cfg_new_many(f->state, "db", "r", 10);
+	struct rlb_cluster *a = &c1->clusters[0];
+	int id1 = db_segment(f), id2;
+
+	add_errors(a, 0, 3);
+	attach_now(c2, false);
+	id2 = db_segment(f);
+	assert_int_not_equal(id1, id2);
+	/* The successor goes before this process has followed it. */
+	cfg_free(c2);
+	assert_int_equal(shmctl(id2, IPC_RMID, NULL), 0);
+	assert_true(segment_removed(id2));
+	add_errors(a, 0, 1);
+	add_errors(a, 0, 1);
+	/* Still counting where it is (the 3 had moved with the successor). */
+	assert_int_equal(rlb_health_errors(a, 0, 0, false), 2);
+	/* Once the name file is read again, a new segment, counts kept. */
+	sleep_follow();
+	add_errors(a, 0, 1);
+	assert_int_equal(rlb_health_errors(a, 0, 0, false), 3);
+	assert_true(db_segment(f) >= 0);
+	assert_int_not_equal(db_segment(f), id2);
+	assert_false(segment_removed(db_segment(f)));
+	cfg_free(c1);
+}
+
 /* Child body: selections and adds every ms for about 1.5 s. */
 static int child_busy(const char *dir, atomic_int *gate)
 {
@@ -2045,6 +2076,7 @@ int main(void)
 		T(test_health_name_file_damaged_while_in_use),
 		T(test_health_segment_removed_while_in_use),
 		T(test_health_name_file_replaced_while_in_use),
+		T(test_health_successor_removed_before_followed),
 		T(test_health_damage_kills_no_process),
 		T(test_health_start_together_counts_exactly),
 		T(test_health_segment_limit_falls_back_once),
