@@ -1515,7 +1515,7 @@ static int limit_child(const char *dir)
 	close(fd);
 	capture_begin(&cap);
 	for (int i = 0; i < 6; i++) {
-		char name[8];
+		char name[16];
 
 		snprintf(name, sizeof(name), "c%d", i);
 		cfg[i] = attach1(dir, name, hosts_ab, 2, false);
