@@ -672,24 +672,6 @@ static void operate(struct run *r, struct fuzz_input *in)
 	}
 }
 
-/*
- * Remove every segment this process made: an input's pokes can leave one
- * that neither a state file names nor remove-state recognises.
- */
-static void remove_own_segments(void)
-{
-	struct shm_info info;
-	int max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
-
-	for (int idx = 0; idx <= max; idx++) {
-		struct shmid_ds ds;
-		int id = shmctl(idx, SHM_STAT, &ds);
-
-		if (id >= 0 && ds.shm_cpid == getpid())
-			shmctl(id, IPC_RMID, NULL);
-	}
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_input in = {data, size};
@@ -731,7 +713,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (forged >= 0)
 		shmctl(forged, IPC_RMID, NULL);
 	forged = -1;
-	remove_own_segments();
+	fuzz_remove_own_segments();
 	fuzz_empty_dir(state_dir);
 	fuzz_empty_dir(aside_dir);
 	remove_odd_dirs();
