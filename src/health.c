@@ -993,11 +993,11 @@ static struct store *segment_create(const struct rlb_cluster *c,
 	}
 	id = shmget(IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | 0600);
 	if (id < 0) {
+		/* No size in the text: one warning for clusters of any size. */
 		*limit = errno == ENOSPC || errno == ENOMEM || errno == EINVAL;
 		snprintf(why, whylen,
-			 "cannot create a shared memory segment "
-			 "of %zu bytes: %s%s",
-			 size, strerror(errno),
+			 "cannot create a shared memory segment: %s%s",
+			 strerror(errno),
 			 *limit ? " (kernel.shmmni, shmall or shmmax)" : "");
 		free(s);
 		return NULL;
