@@ -102,7 +102,9 @@ loop_run()
 	echo "$runs" >"$T/$name.runs"
 }
 
-SECS=9
+# The last damage lands 7.5 s in: the programs live on long enough to
+# follow it (once a second) with their counts.
+SECS=10
 pids=
 for i in 1 2 3; do
 	(
