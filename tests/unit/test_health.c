@@ -1445,6 +1445,48 @@ static void test_health_damage_kills_no_process(void **state)
 	cfg_free(cfg);
 }
 
+static void test_health_remove_state(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *keep = attach1(f->state, "db", hosts_ab, 2, false);
+	struct rlb_config *gone = attach1(f->state, "old", hosts_ab, 2, false);
+	struct rlb_config *both = cfg_new(f->state, "db", hosts_ab, 2);
+	char path[512], orphan_name[512];
+	int id_db = db_segment(f), id_old, orphan;
+	struct shmid_ds ds;
+
+	snprintf(path, sizeof(path), "%s/old.state", f->state);
+	id_old = named_segment(path, NULL);
+	/* An orphan: a segment of the directory that no state file names. */
+	snprintf(orphan_name, sizeof(orphan_name), "%s/orphan", f->tmp);
+	assert_int_equal(rename(path, orphan_name), 0);
+	cfg_free(gone);
+	orphan = id_old;
+	gone = attach1(f->state, "old", hosts_ab, 2, false);
+	id_old = named_segment(path, NULL);
+	assert_int_not_equal(id_old, orphan);
+	snprintf(path, sizeof(path), "%s/db.state.corrupt-1-1", f->state);
+	write_file(path, "junk", 4, 0600);
+
+	/* A config of db only: old's state and the orphan go, db's stays. */
+	assert_int_equal(rlb_health_remove_state(both, false, NULL), 4);
+	assert_false(segment_removed(id_db));
+	assert_true(segment_removed(orphan));
+	/* old's is still attached here: removed, gone once detached. */
+	assert_int_equal(shmctl(id_old, IPC_STAT, &ds), 0);
+	assert_true(ds.shm_perm.mode & SHM_DEST);
+	assert_int_equal(count_prefix(f->state, ""), 3); /* ., .., db */
+	add_errors(&keep->clusters[0], 0, 1);
+	assert_int_equal(rlb_health_remove_state(both, false, NULL), 0);
+	/* --all: db's too; the program still using it makes a new one. */
+	assert_int_equal(rlb_health_remove_state(both, true, NULL), 2);
+	assert_int_equal(count_prefix(f->state, "db"), 0);
+	cfg_free(both);
+	cfg_free(gone);
+	cfg_free(keep);
+	unlink(orphan_name);
+}
+
 /* ------------------------------------------------------------------ */
 /* Processes that start together (design.md §12.4) */
 
@@ -2078,6 +2120,7 @@ int main(void)
 		T(test_health_name_file_replaced_while_in_use),
 		T(test_health_successor_removed_before_followed),
 		T(test_health_damage_kills_no_process),
+		T(test_health_remove_state),
 		T(test_health_start_together_counts_exactly),
 		T(test_health_segment_limit_falls_back_once),
 		T(test_health_dir_symlink_not_used),
