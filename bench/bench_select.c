@@ -1,5 +1,5 @@
 /* bench_select.c - nanoseconds per rlb_select() over 3 and 1,000 replicas,
- * with health in a real shared state file. */
+ * with health in a real shared state segment. */
 #include "config.h"
 
 #include <ftw.h>
@@ -231,6 +231,9 @@ int main(int argc, char **argv)
 		free(sel);
 	}
 	free_config(cfg);
+	/* The segments outlive the directory that names them. */
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = tmpl}, true,
+				NULL);
 	nftw(tmpl, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return check && missed ? 1 : 0;
 }

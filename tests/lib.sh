@@ -227,7 +227,21 @@ rlb_cleanup()
 	for pid in $pids; do
 		kill -KILL "$pid" 2>/dev/null
 	done
+	[ -n "$T" ] && rm_state_segments "$T"
 	[ -n "$T" ] && rm -rf "$T"
+}
+
+# rm_state_segments DIR... : remove the SysV segments that the state name
+# files under DIR name (design.md §12.1), which outlive the directory.
+rm_state_segments()
+{
+	local id
+	for id in $(find "$@" -type f -size -200c -name '*.state*' \
+		-exec awk '$1 == "replicalb-state" && $3 == "shm" {print $4}' \
+		{} + 2>/dev/null); do
+		ipcrm -m "$id" 2>/dev/null
+	done
+	return 0
 }
 
 # need_nss_wrapper : skip (77) when libnss_wrapper is not installed; the

@@ -22,6 +22,7 @@
 #define CTL_OPT_VERBOSE	 (1u << 2) /* resolve -v */
 #define CTL_OPT_JSON	 (1u << 3) /* status, probe --json */
 #define CTL_OPT_INTERVAL (1u << 4) /* probe --interval */
+#define CTL_OPT_ALL	 (1u << 5) /* remove-state --all */
 
 /* Room for "[host]:port". */
 #define CTL_LABEL_MAX (RLB_MAX_HOST + 16)
@@ -77,6 +78,9 @@ static const char usage_text[] =
 	"  env                       list the environment variables read\n"
 	"  probe [--interval S] [--json]\n"
 	"                            connect to every replica, count failures\n"
+	"  remove-state [--all]      remove the state of clusters not in the\n"
+	"                            config (of all with --all), and "
+	"leftovers\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE         config file; default: $REPLICALB_CONFIG,\n"
@@ -89,6 +93,7 @@ static const char usage_text[] =
 	"  -v, --verbose             resolve: show each replica's key\n"
 	"      --json                status, probe: print JSON\n"
 	"      --interval S          probe: again every S seconds, forever\n"
+	"      --all                 remove-state: every cluster's state\n"
 	"  -h, --help                show this help\n"
 	"      --version             show the version\n";
 
@@ -752,6 +757,19 @@ static int cmd_reset(struct rlb_config *cfg, const struct ctl_opts *o)
 	return 0;
 }
 
+/*
+ * Remove state that no program of this config needs (design.md §12.10):
+ * not a reset, since programs still running keep their counts.
+ */
+static int cmd_remove_state(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	if (rlb_health_remove_state(cfg, o->given & CTL_OPT_ALL, stdout) < 0) {
+		ctl_error("cannot remove state: %s", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
 static const struct ctl_cmd commands[] = {
 	{"check", 0, 0, 0, CTL_NEEDS_CONFIG, cmd_check},
 	{"resolve", 1, 1, CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
@@ -763,9 +781,11 @@ static const struct ctl_cmd commands[] = {
 	{"env", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_env},
 	{"probe", 0, 0, CTL_OPT_JSON | CTL_OPT_INTERVAL, CTL_NEEDS_RUNTIME,
 	 cmd_probe},
+	{"remove-state", 0, 0, CTL_OPT_ALL, CTL_NEEDS_CONFIG, cmd_remove_state},
 };
 
-static const char *const opt_names[] = {"-n", "--peek", "-v", "--json"};
+static const char *const opt_names[] = {"-n",	  "--peek",	"-v",
+					"--json", "--interval", "--all"};
 
 /* This host's FQDN, looked up once, as the library does. */
 static const char *local_fqdn(void)
@@ -813,7 +833,7 @@ static struct rlb_config *load_config(const struct ctl_opts *o)
  */
 static int parse_args(int argc, char **argv, struct ctl_opts *o)
 {
-	enum { OPT_PEEK = 256, OPT_JSON, OPT_VERSION, OPT_INTERVAL };
+	enum { OPT_PEEK = 256, OPT_JSON, OPT_VERSION, OPT_INTERVAL, OPT_ALL };
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"app", required_argument, NULL, 'a'},
@@ -823,6 +843,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		{"verbose", no_argument, NULL, 'v'},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"interval", required_argument, NULL, OPT_INTERVAL},
+		{"all", no_argument, NULL, OPT_ALL},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -872,6 +893,9 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		case OPT_INTERVAL:
 			o->interval = optarg;
 			o->given |= CTL_OPT_INTERVAL;
+			break;
+		case OPT_ALL:
+			o->given |= CTL_OPT_ALL;
 			break;
 		case 'h':
 			fputs(synopsis, stdout);

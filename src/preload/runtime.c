@@ -74,9 +74,8 @@ static void thread_cache_destroy(void *snap)
  *	    -> DNS cache lock (dnscache.c)
  *	      -> dropped-attempts lock (track.c)
  *
- * (a thread holding a later lock never takes an earlier one). A state
- * file's flock (health.c) is per open file description and taken only
- * while attaching, with no mutex held. What a child resets: the locks
+ * (a thread holding a later lock never takes an earlier one). Health
+ * state (health.c) takes no lock at all. What a child resets: the locks
  * above, the reload in progress, the random source (util.c), and the
  * pending connects (track.c): they are the parent's to count.
  */

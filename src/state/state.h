@@ -2,18 +2,23 @@
 #ifndef RLB_STATE_H
 #define RLB_STATE_H
 
+#include <stdio.h>
+
 #include "model/model.h"
 
 /* ------------------------------------------------------------------ */
 /* health.c */
 
 /*
- * Shared health of one cluster: a memory-mapped state file (or a private
- * anonymous mapping as fallback) holding the decay time T, the
- * round-robin counter and one error counter per replica, keyed by replica
- * identity. All updates are lock-free atomics. The functions that start an
- * operation (decay, adds, reset, the peeks) first check, once per clock
- * tick, that the file is still whole and in place (design.md §12.9).
+ * Shared health of one cluster: a SysV shared memory segment named by the
+ * state file STATE_DIR/NAME.state (or a private anonymous mapping as
+ * fallback) holding the decay time T, the round-robin counter and one
+ * error counter per replica, keyed by replica identity. It is attached at
+ * the cluster's first use: the first operation below (or path) attaches
+ * it. All updates are lock-free atomics. The functions that start an
+ * operation (decay, adds, reset, the peeks) follow a segment that was
+ * replaced, at once for a successor and once a second for the state file
+ * (design.md §12.9).
  */
 
 /*
@@ -25,18 +30,20 @@
 const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 				 size_t len);
 /*
- * Attach shared state to every cluster of cfg (sets c->health). With
- * `prune`, state of replicas no longer in the cluster is dropped. Never
- * fails: problems fall back to private state and log one warning. Waits
- * at most about 1 ms in all for other processes' locks; a file that needs
- * the lock is attached later, by a selection (design.md §12.4).
+ * Give every cluster of cfg its health handle (sets c->health), to be
+ * attached at the cluster's first use: no system call here (design.md
+ * §12.4). With `prune`, state of replicas no longer in the cluster is
+ * dropped when it is attached. Never fails: problems fall back to private
+ * state and log one warning (a handle that cannot be allocated is NULL
+ * and counts nothing). Never waits for another process.
  */
 void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
 /*
  * Attach every cluster of cfg for reading only (replicalbctl status and
- * resolve --peek, design.md §6): an existing, valid state file is mapped
- * read-only and each replica's slot is looked up, never claimed; nothing
- * is created or written, no directory either. A replica without a slot
+ * resolve --peek, design.md §6), at first use: the segment an existing,
+ * valid state file names is attached SHM_RDONLY and each replica's slot
+ * is looked up, never claimed; nothing is created or written, no
+ * directory either. A replica without a slot
  * reads as 0 errors and 0 slowdowns; a missing or unusable file or
  * directory as all zeroes, with T unset. Every update (decay, adds,
  * reset, rr_next) does nothing on such state; rr_next returns the
@@ -46,7 +53,10 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
  */
 void rlb_health_attach_all_readonly(struct rlb_config *cfg);
 void rlb_health_detach(struct rlb_health *h);
-/* Path of the state file in use, or "(private)" (read-only: see above). */
+/*
+ * Path of the state file in use, or "(private)" (read-only: see above);
+ * attaches the cluster if it was not yet (a first status read).
+ */
 const char *rlb_health_path(const struct rlb_health *h);
 
 /* Decay at a selection (design.md §5), mutating the shared counts and T. */
@@ -86,5 +96,15 @@ uint64_t rlb_health_rr_peek(const struct rlb_cluster *c);
 /* Seconds until max(errors, slowdowns) of replica i decays to 0 (§6). */
 int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 				    int64_t now);
+/*
+ * Remove state from cfg's state directory (replicalbctl remove-state,
+ * design.md §12.10): the name files of clusters that cfg does not have
+ * (with `all`, of every cluster) and the segments they name, files set
+ * aside or left half-written, and segments made for the directory that
+ * nobody has attached and no name file names. Says what it removed on
+ * out (NULL: nothing). Returns the number of things removed, or -1 with
+ * errno when the directory cannot be read. Creates nothing.
+ */
+int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out);
 
 #endif /* RLB_STATE_H */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 #include "fuzz.h"
@@ -87,8 +89,23 @@ void fuzz_empty_dir(const char *dir)
 	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void fuzz_remove_own_segments(void)
+{
+	struct shm_info info;
+	int max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
+
+	for (int idx = 0; idx <= max; idx++) {
+		struct shmid_ds ds;
+		int id = shmctl(idx, SHM_STAT, &ds);
+
+		if (id >= 0 && ds.shm_cpid == getpid())
+			shmctl(id, IPC_RMID, NULL);
+	}
+}
+
 static void remove_scratch(void)
 {
+	fuzz_remove_own_segments();
 	if (!scratch[0])
 		return;
 	fuzz_empty_dir(scratch);

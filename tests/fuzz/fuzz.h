@@ -35,6 +35,11 @@ char *fuzz_string(struct fuzz_input *in, size_t max);
  * exit. Exits the process when it cannot be made.
  */
 const char *fuzz_scratch_dir(const char *name);
+/*
+ * Remove every SysV segment this process made (state segments outlive the
+ * state files that name them); also done at exit.
+ */
+void fuzz_remove_own_segments(void);
 /* Remove everything inside dir, keeping dir itself. */
 void fuzz_empty_dir(const char *dir);
 /* Create or replace file path (mode 0600) with n bytes; 0 or -1. */

@@ -285,6 +285,7 @@ static void load_and_select(char *env, const struct outcome *str)
 	for (size_t i = 0; i < cfg->nclusters; i++)
 		exercise_cluster(cfg, &cfg->clusters[i]);
 	rlb_snapshot_put(snap);
+	fuzz_remove_own_segments();
 	fuzz_empty_dir(state_dir);
 }
 

@@ -1,17 +1,22 @@
-/* fuzz_state.c - libFuzzer target: arbitrary state files (health.c,
- * design.md §12) attached, then selections, adds, decay and resets.
+/* fuzz_state.c - libFuzzer target: arbitrary state files and segment
+ * headers (health.c, design.md §12) attached, then selections, adds,
+ * decay, resets and remove-state.
  *
  * The input first builds STATE_DIR/NAME.state of one cluster of a fixed
- * config, then gives operations on the attached clusters. A file of the
- * right size is mostly zero, so instead of its raw bytes the input holds
- * an image description (all values little-endian, zero once the input
- * runs out):
+ * config and the SysV segment it names, then gives operations on the
+ * attached clusters. A segment of the right size is mostly zero, so
+ * instead of its raw bytes the input holds an image description (all
+ * values little-endian, zero once the input runs out):
  *
- *   u8  cluster whose file is written
- *   u8  kind: none, regular, group-writable, symlink, directory, fifo
+ *   u8  cluster whose state is written
+ *   u8  kind: none; a segment of mode 0600 or 0666 named by a valid state
+ *       file (with the token of a segment the library made); a symlink to
+ *       such a state file; a directory or a FIFO in its place; or a state
+ *       file whose text is the image's first 80 bytes (no segment)
  *   u8  base: raw bytes (u16 length, then the bytes), zeros, or zeros
- *       under the valid header of a file the library made
+ *       under the valid header of a segment the library made
  *   u8  size: as the base, cut to u24 % size, or grown by u8 + 1 bytes
+ *       (a segment of size 0 is not made: the file names a missing one)
  *   u8  number of patches, each one of:
  *         bytes:  u32 offset, u8 length (<= 64), the bytes
  *         slot:   u16 index, key, u64 errors, u64 slowdowns
@@ -24,10 +29,11 @@
  *       the config names: the one holding the file, a missing one
  *       (created), one writable by the group, a symlink to it, a file
  *   ops until the input ends: select, peek, add errors or slowdowns,
- *       decay, reset, queries, a poke into the live file (another
- *       process writing), attach or drop config B (a process with other
- *       replicas, pruning), setting the file aside, re-attaching A,
- *       sorting keys the input gives (rlb_select_sort(), against qsort);
+ *       decay, reset, queries, a poke into the live segment (another
+ *       process writing, header and successor field included), attach
+ *       or drop config B (a process with other replicas, pruning),
+ *       setting the state file aside, re-attaching A, sorting keys the
+ *       input gives (rlb_select_sort(), against qsort), remove-state;
  *       each with a cluster, a replica and a time chosen from the input.
  */
 #include "config.h"
@@ -38,13 +44,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fuzz.h"
 #include "engine/engine.h"
 
-#define HEADER_SIZE 64 /* design.md §12.2 */
+#define HEADER_SIZE 128 /* design.md §12.2 */
 #define MAX_PATCHES 32
 #define MAX_OPS	    64
 #define START_TIME  1700000000
@@ -62,7 +70,9 @@ static char top_dir[PATH_MAX];
 /* The state directory configs name this input (see use_state_dir()). */
 static char cfg_state_dir[PATH_MAX];
 static uint8_t template_header[HEADER_SIZE];
-static size_t file_size; /* of a valid state file */
+static size_t file_size;		  /* of a valid segment */
+static unsigned long long template_token; /* its token */
+static int forged = -1;	 /* the segment this input made, or -1 */
 static size_t slot_size; /* bytes per slot */
 static uint32_t nslots;	 /* slots per file */
 
@@ -134,10 +144,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *top = fuzz_scratch_dir("state");
 	struct rlb_snapshot *snap;
-	char path[PATH_MAX];
+	char path[PATH_MAX], text[128] = "";
+	struct shmid_ds ds;
 	struct stat st;
+	void *map = NULL;
 	uint32_t n;
-	int fd;
+	int fd, id;
 
 	fuzz_log_setup();
 	snprintf(top_dir, sizeof(top_dir), "%s", top);
@@ -149,17 +161,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		exit(1);
 	}
 	make_configs();
-	/* A file the library made gives the valid header and the size. */
+	/* A segment the library made gives the valid header and the size. */
 	snap = attach(text_a, false);
+	if (snap)
+		rlb_health_path(snap->cfg->clusters[0].health); /* first use */
 	state_path(path, sizeof(path), state_dir, 0);
 	fd = open(path, O_RDONLY);
-	if (!snap || fd < 0 || fstat(fd, &st) != 0 ||
-	    read(fd, template_header, HEADER_SIZE) != HEADER_SIZE) {
-		perror("fuzz_state: the library's state file");
+	if (!snap || fd < 0 || read(fd, text, sizeof(text) - 1) <= 0 ||
+	    sscanf(text, "replicalb-state 1 shm %d %llx", &id,
+		   &template_token) != 2 ||
+	    shmctl(id, IPC_STAT, &ds) != 0 ||
+	    (map = shmat(id, NULL, SHM_RDONLY)) == (void *)-1) {
+		perror("fuzz_state: the library's segment");
 		exit(1);
 	}
 	close(fd);
+	memcpy(template_header, map, HEADER_SIZE);
+	shmdt(map);
+	st.st_size = (off_t)ds.shm_segsz;
 	rlb_snapshot_put(snap);
+	shmctl(id, IPC_RMID, NULL);
 	fuzz_empty_dir(state_dir);
 	memcpy(&n, template_header + 12, sizeof(n));
 	file_size = (size_t)st.st_size;
@@ -269,42 +290,78 @@ static bool build_image(struct image *img, struct fuzz_input *in, size_t k)
 		return false;
 	if (base == 0)
 		fuzz_bytes(in, img->bytes, img->size);
-	else if (base == 2)
+	else if (base == 2) {
+		/* The header of cluster k: its name hash, the check again
+		 * (FNV-1a of bytes 0-55, design.md §12.2). */
+		uint64_t hash = cfg_a->clusters[k].name_hash, check;
+
 		put(img, 0, template_header, HEADER_SIZE);
+		put(img, 24, &hash, 8);
+		check = rlb_hash64(img->bytes, img->size < 56 ? img->size : 56,
+				   0x524c4253u);
+		put(img, 56, &check, 8);
+	}
 	npatches = fuzz_u8(in) % (MAX_PATCHES + 1);
 	for (size_t i = 0; i < npatches; i++)
 		patch(img, in, k);
 	return true;
 }
 
-/* Put the image at cluster k's state file path, as a file of `kind`. */
+/*
+ * The image as a segment of mode `mode` (none when it is empty), named by
+ * a state file at path with the token of the library's segment.
+ */
+static void write_segment(const struct image *img, const char *path,
+			  mode_t mode)
+{
+	char text[128];
+	int id = 2147483000; /* no such segment */
+	void *map;
+
+	if (img->size > 0 &&
+	    (forged = shmget(IPC_PRIVATE, img->size, IPC_CREAT | mode)) >= 0) {
+		map = shmat(forged, NULL, 0);
+		fuzz_check(map != (void *)-1, "shmat a forged segment");
+		memcpy(map, img->bytes, img->size);
+		shmdt(map);
+		id = forged;
+	}
+	snprintf(text, sizeof(text), "replicalb-state 1 shm %d %016llx\n", id,
+		 template_token);
+	fuzz_check(fuzz_write_file(path, text, strlen(text)) == 0,
+		   "write the state file");
+}
+
+/* Put the image at cluster k's state file path, as `kind` says. */
 static void write_state(const struct image *img, size_t k, uint8_t kind)
 {
 	char path[PATH_MAX], other[PATH_MAX];
 
 	state_path(path, sizeof(path), state_dir, k);
-	switch (kind % 6) {
+	switch (kind % 7) {
 	case 0:
 		return; /* no file: the library creates it */
 	case 1:
 	case 2:
-		fuzz_check(fuzz_write_file(path, img->bytes, img->size) == 0,
-			   "write the state file");
-		if (kind % 6 == 2)
-			chmod(path, 0620); /* writable by the group */
+		write_segment(img, path, kind % 7 == 2 ? 0666 : 0600);
 		return;
 	case 3:
 		/* A symlink to a good file: refused all the same. */
 		state_path(other, sizeof(other), aside_dir, k);
-		fuzz_check(fuzz_write_file(other, img->bytes, img->size) == 0,
-			   "write the link target");
+		write_segment(img, other, 0600);
 		fuzz_check(symlink(other, path) == 0, "symlink");
 		return;
 	case 4:
 		fuzz_check(mkdir(path, 0700) == 0, "mkdir in place of a file");
 		return;
-	default:
+	case 5:
 		fuzz_check(mkfifo(path, 0600) == 0, "mkfifo");
+		return;
+	default:
+		fuzz_check(fuzz_write_file(path, img->bytes,
+					   img->size < 80 ? img->size : 80) ==
+				   0,
+			   "write a state file of raw text");
 		return;
 	}
 }
@@ -394,26 +451,28 @@ static void queries(struct rlb_cluster *c, size_t i, int64_t now)
 	(void)rlb_health_path(c->health);
 }
 
-/* Write bytes into cluster k's live file, as another process could. */
+/* Write bytes into cluster k's live segment, as another process could. */
 static void poke(size_t k, struct fuzz_input *in)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], text[128] = "";
 	uint8_t buf[16];
 	size_t off = fuzz_u32(in) % file_size, n = fuzz_u8(in) % 17;
-	struct stat st;
-	int fd;
+	struct shmid_ds ds;
+	void *map;
+	int fd, id;
 
 	fuzz_bytes(in, buf, n);
 	state_path(path, sizeof(path), state_dir, k);
-	fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	/* Never change its size: truncating a mapped file is SIGBUS
-	 * (README, known limits). */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    (size_t)st.st_size == file_size && off + n <= file_size)
-		fuzz_check(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n,
-			   "pwrite");
+	if (read(fd, text, sizeof(text) - 1) > 0 &&
+	    sscanf(text, "replicalb-state 1 shm %d", &id) == 1 &&
+	    shmctl(id, IPC_STAT, &ds) == 0 && off + n <= ds.shm_segsz &&
+	    (map = shmat(id, NULL, 0)) != (void *)-1) {
+		memcpy((char *)map + off, buf, n);
+		shmdt(map);
+	}
 	close(fd);
 }
 
@@ -544,7 +603,7 @@ out_free:
 
 static void operate(struct run *r, struct fuzz_input *in)
 {
-	uint8_t op = fuzz_u8(in) % 13, sel = fuzz_u8(in);
+	uint8_t op = fuzz_u8(in) % 14, sel = fuzz_u8(in);
 	struct rlb_snapshot *snap = (sel & 0x80) && r->b ? r->b : r->a;
 	struct rlb_cluster *c = &snap->cfg->clusters[sel % NCLUSTERS];
 	size_t i = fuzz_u8(in) % c->nreplicas;
@@ -603,6 +662,10 @@ static void operate(struct run *r, struct fuzz_input *in)
 	case 11:
 		sort_keys(in);
 		break;
+	case 12:
+		/* remove-state while the clusters are in use. */
+		(void)rlb_health_remove_state(r->a->cfg, sel & 1, NULL);
+		break;
 	default:
 		(void)rlb_health_decay_time(c);
 		break;
@@ -642,6 +705,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	rlb_snapshot_put(r.b);
 	rlb_snapshot_put(r.a);
+	/* Segments outlive their state files: remove this input's. */
+	rlb_health_remove_state(
+		&(struct rlb_config){.state_dir = cfg_state_dir}, true, NULL);
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = state_dir},
+				true, NULL);
+	if (forged >= 0)
+		shmctl(forged, IPC_RMID, NULL);
+	forged = -1;
+	fuzz_remove_own_segments();
 	fuzz_empty_dir(state_dir);
 	fuzz_empty_dir(aside_dir);
 	remove_odd_dirs();

@@ -71,7 +71,12 @@ server_pid=
 # shellcheck disable=SC2317
 cleanup()
 {
+	local f
 	[ -z "$server_pid" ] || kill "$server_pid" 2>/dev/null
+	# The SysV segments that state files name outlive the directory.
+	for f in "$tmp"/state/*.state; do
+		[ -f "$f" ] && ipcrm -m "$(awk '{print $4}' "$f")" 2>/dev/null
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

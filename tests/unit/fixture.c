@@ -46,6 +46,10 @@ int fx_group_teardown(void **state)
 {
 	int rc = 0;
 
+	/* Segments outlive the directory that names them. */
+	if (scratch[0])
+		rlb_health_remove_state(
+			&(struct rlb_config){.state_dir = scratch}, true, NULL);
 	if (scratch[0])
 		rc = nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	scratch[0] = '\0';

@@ -177,6 +177,9 @@ static int teardown(void **state)
 	rlb_libc()->getaddrinfo = real_gai;
 	rlb_snapshot_put(snap);
 	rlb_dnscache_flush();
+	/* Segments outlive the directory that names them. */
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = tmpdir}, true,
+				NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }

@@ -102,6 +102,9 @@ static int teardown(void **state)
 	close(saved_stderr);
 	close(err_pipe[0]);
 	close(err_pipe[1]);
+	/* Segments outlive the directory that names them. */
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = tmpdir}, true,
+				NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }

@@ -153,6 +153,9 @@ static int teardown(void **state)
 	close(bound_closed);
 	close(bound_other);
 	rlb_runtime_release(snap);
+	/* Segments outlive the directory that names them. */
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = tmpdir}, true,
+				NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }
