@@ -43,7 +43,7 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 	struct stat dst;
 
 	*limit = false;
-	if (fstat(dirfd, &dst) == 0) {
+	if (rlb_libc()->fstat(dirfd, &dst) == 0) {
 		home.dir_dev = (uint64_t)dst.st_dev;
 		home.dir_ino = (uint64_t)dst.st_ino;
 	}
@@ -181,7 +181,7 @@ static struct store *attach_look(struct rlb_health *h,
 	snprintf(dir, sizeof(dir), "%s", h->dirs->want);
 	if (h->dirs->fb[0] && !rlb_dir_usable(dir))
 		snprintf(dir, sizeof(dir), "%s", h->dirs->fb);
-	dirfd = open(dir, flags);
+	dirfd = rlb_libc()->open(dir, flags, 0);
 	if (dirfd < 0) {
 		if (errno == ENOENT) {
 			suffix = " (absent)";
@@ -197,7 +197,7 @@ static struct store *attach_look(struct rlb_health *h,
 			why);
 		goto out_zeroes;
 	}
-	if (fstat(dirfd, &st) != 0 ||
+	if (rlb_libc()->fstat(dirfd, &st) != 0 ||
 	    rlb_dir_owner_problem(&st, why, sizeof(why))) {
 		rlb_dir_log_once(
 			RLB_LOG_WARNING,
@@ -349,7 +349,7 @@ const char *rlb_health_path(const struct rlb_health *h)
  */
 static bool busy_enter(struct rlb_health *h)
 {
-	pid_t me = getpid(), cur = 0;
+	pid_t me = rlb_libc()->getpid(), cur = 0;
 
 	if (atomic_compare_exchange_strong(&h->busy, &cur, me))
 		return true;
@@ -409,7 +409,7 @@ static struct store *follow_name(struct rlb_health *h,
 	if (!s->dir)
 		return s;
 	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
-	if (shmctl(s->shmid, IPC_STAT, &ds) != 0) {
+	if (rlb_libc()->shmctl(s->shmid, IPC_STAT, &ds) != 0) {
 		gone = true;
 		snprintf(why2, sizeof(why2), "segment %d removed", s->shmid);
 	} else {
@@ -444,7 +444,7 @@ static struct store *follow_name(struct rlb_health *h,
 			n->shmid);
 		/* Nobody finds s any more: gone once all have moved. */
 		if (!gone)
-			shmctl(s->shmid, IPC_RMID, NULL);
+			rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
 	}
 	rlb_libc()->close(dirfd);
 	return n ? n : s;

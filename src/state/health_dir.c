@@ -48,9 +48,11 @@ void rlb_dir_log_once(enum rlb_log_level level, const char *fmt, ...)
 const char *rlb_dir_owner_problem(const struct stat *st, char *why,
 				  size_t whylen)
 {
-	if (st->st_uid != geteuid()) {
+	uid_t me = rlb_libc()->geteuid();
+
+	if (st->st_uid != me) {
 		snprintf(why, whylen, "owned by uid %lu, not %lu",
-			 (unsigned long)st->st_uid, (unsigned long)geteuid());
+			 (unsigned long)st->st_uid, (unsigned long)me);
 		return why;
 	}
 	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
@@ -64,9 +66,9 @@ const char *rlb_dir_owner_problem(const struct stat *st, char *why,
 /* mkdir 0700; 1 if created, 0 if it existed, -1/errno otherwise. */
 static int make_dir(const char *path)
 {
-	if (mkdir(path, 0700) == 0) {
+	if (rlb_libc()->mkdir(path, 0700) == 0) {
 		/* The umask may have taken bits we need. */
-		chmod(path, 0700);
+		rlb_libc()->chmod(path, 0700);
 		return 1;
 	}
 	return errno == EEXIST ? 0 : -1;
@@ -108,7 +110,7 @@ bool rlb_dir_paths(const struct rlb_config *cfg, char *buf, size_t len,
 		n = snprintf(buf, len, "%s/replicalb", xdg);
 	else {
 		n = snprintf(buf, len, "/tmp/replicalb-%lu",
-			     (unsigned long)geteuid());
+			     (unsigned long)rlb_libc()->geteuid());
 		if (home && home[0] == '/' &&
 		    (size_t)snprintf(fb, fblen, "%s/.cache/replicalb", home) >=
 			    fblen)
@@ -122,7 +124,7 @@ bool rlb_dir_usable(const char *dir)
 	char why[160];
 	struct stat st;
 
-	if (lstat(dir, &st) != 0)
+	if (rlb_libc()->lstat(dir, &st) != 0)
 		return errno == ENOENT;
 	return S_ISDIR(st.st_mode) &&
 	       !rlb_dir_owner_problem(&st, why, sizeof(why));
@@ -148,10 +150,10 @@ int rlb_dir_open(const char *dir, char *why, size_t whylen)
 	struct stat st;
 	int fd;
 
-	fd = open(dir, flags);
+	fd = rlb_libc()->open(dir, flags, 0);
 	if (fd < 0 && errno == ENOENT) {
 		created = make_dirs(dir);
-		fd = open(dir, flags);
+		fd = rlb_libc()->open(dir, flags, 0);
 	}
 	if (fd < 0) {
 		if (errno == ELOOP || errno == ENOTDIR)
@@ -161,8 +163,8 @@ int rlb_dir_open(const char *dir, char *why, size_t whylen)
 		return -1;
 	}
 	if (created == 1)
-		fchmod(fd, 0700);
-	if (fstat(fd, &st) != 0) {
+		rlb_libc()->fchmod(fd, 0700);
+	if (rlb_libc()->fstat(fd, &st) != 0) {
 		snprintf(why, whylen, "%s", strerror(errno));
 		goto out_close;
 	}
@@ -189,11 +191,12 @@ static void fallback_notice(int dirfd, const char *dflt, const char *why,
 	char note[64];
 	int fd;
 
-	lstat(dflt, &st);
+	rlb_libc()->lstat(dflt, &st);
 	snprintf(note, sizeof(note), ".squatted-%llx-%llx",
 		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
-	fd = openat(dirfd, note,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = rlb_libc()->openat(
+		dirfd, note,
+		O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0)
 		rlb_libc()->close(fd);
 	else if (errno == EEXIST)
@@ -307,13 +310,13 @@ int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
 	int fd, rc = -1;
 
 	*v2 = false;
-	if (fstatat(dirfd, fname, st, AT_SYMLINK_NOFOLLOW) != 0) {
+	if (rlb_libc()->fstatat(dirfd, fname, st, AT_SYMLINK_NOFOLLOW) != 0) {
 		if (errno == ENOENT)
 			return 1;
 		snprintf(why, whylen, "%s", strerror(errno));
 		return -1;
 	}
-	fd = openat(dirfd, fname, flags);
+	fd = rlb_libc()->openat(dirfd, fname, flags, 0);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 1;
@@ -321,7 +324,7 @@ int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
 			 errno == ELOOP ? "it is a symlink" : strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, st) != 0) {
+	if (rlb_libc()->fstat(fd, st) != 0) {
 		snprintf(why, whylen, "%s", strerror(errno));
 		goto out_close;
 	}
@@ -332,7 +335,7 @@ int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
 	if (rlb_dir_owner_problem(st, why, whylen))
 		goto out_close;
 	*v2 = st->st_size == V2_FILE_SIZE;
-	len = pread(fd, text, sizeof(text), 0);
+	len = rlb_libc()->pread(fd, text, sizeof(text), 0);
 	if (len < 0) {
 		snprintf(why, whylen, "%s", strerror(errno));
 		goto out_close;
@@ -350,24 +353,24 @@ int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
 	char tmp[NAME_MAX + 64], text[NAME_MAX_LEN + 1];
 	int fd, len, rc, err;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%08x", fname, (long)getpid(),
-		 rlb_random_u32());
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%08x", fname,
+		 (long)rlb_libc()->getpid(), rlb_random_u32());
 	len = snprintf(text, sizeof(text), NAME_FORMAT, id,
 		       (unsigned long long)token);
-	fd = openat(dirfd, tmp, flags, 0600);
+	fd = rlb_libc()->openat(dirfd, tmp, flags, 0600);
 	if (fd < 0)
 		return -1;
-	fchmod(fd, 0600);
-	rc = write(fd, text, (size_t)len) == len ? 0 : -1;
+	rlb_libc()->fchmod(fd, 0600);
+	rc = rlb_libc()->write(fd, text, (size_t)len) == len ? 0 : -1;
 	err = errno;
 	rlb_libc()->close(fd);
 	if (rc == 0)
-		rc = replace ? renameat(dirfd, tmp, dirfd, fname)
-			     : linkat(dirfd, tmp, dirfd, fname, 0);
+		rc = replace ? rlb_libc()->renameat(dirfd, tmp, dirfd, fname)
+			     : rlb_libc()->linkat(dirfd, tmp, dirfd, fname, 0);
 	if (rc != 0)
 		err = errno;
 	if (rc != 0 || !replace)
-		unlinkat(dirfd, tmp, 0);
+		rlb_libc()->unlinkat(dirfd, tmp, 0);
 	errno = err;
 	return rc;
 }
@@ -378,10 +381,10 @@ void rlb_dir_set_aside(int dirfd, const char *dir, const char *fname,
 	char aside[NAME_MAX + 64];
 	struct stat cur;
 
-	if (fstatat(dirfd, fname, &cur, AT_SYMLINK_NOFOLLOW) != 0 ||
+	if (rlb_libc()->fstatat(dirfd, fname, &cur, AT_SYMLINK_NOFOLLOW) != 0 ||
 	    cur.st_dev != st->st_dev || cur.st_ino != st->st_ino)
 		return;
-	if (v2 && unlinkat(dirfd, fname, 0) == 0) {
+	if (v2 && rlb_libc()->unlinkat(dirfd, fname, 0) == 0) {
 		rlb_dir_log_once(
 			RLB_LOG_INFO,
 			"state file %s/%s of an older version removed: "
@@ -390,8 +393,8 @@ void rlb_dir_set_aside(int dirfd, const char *dir, const char *fname,
 		return;
 	}
 	snprintf(aside, sizeof(aside), "%s.corrupt-%lld-%ld", fname,
-		 (long long)rlb_now(), (long)getpid());
-	if (renameat(dirfd, fname, dirfd, aside) != 0) {
+		 (long long)rlb_now(), (long)rlb_libc()->getpid());
+	if (rlb_libc()->renameat(dirfd, fname, dirfd, aside) != 0) {
 		if (errno != ENOENT)
 			rlb_dir_log_once(
 				RLB_LOG_WARNING,
@@ -439,8 +442,11 @@ static bool remove_segment(int id, const char *why, FILE *out)
 {
 	struct shmid_ds ds;
 
-	if (shmctl(id, IPC_STAT, &ds) != 0 || ds.shm_perm.uid != geteuid() ||
-	    ds.shm_perm.cuid != geteuid() || shmctl(id, IPC_RMID, NULL) != 0)
+	uid_t me = rlb_libc()->geteuid();
+
+	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0 ||
+	    ds.shm_perm.uid != me || ds.shm_perm.cuid != me ||
+	    rlb_libc()->shmctl(id, IPC_RMID, NULL) != 0)
 		return false;
 	if (out)
 		fprintf(out, "removed segment %d (%s)\n", id, why);
@@ -456,27 +462,27 @@ static bool remove_segment(int id, const char *why, FILE *out)
 static int remove_orphans(uint64_t dev, uint64_t ino, const int *named,
 			  size_t nnamed, FILE *out)
 {
+	uid_t me = rlb_libc()->geteuid();
 	struct shm_info info;
 	int max, removed = 0;
 
-	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
+	max = rlb_libc()->shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
 	for (int idx = 0; idx <= max; idx++) {
 		struct health_header hdr;
 		struct shmid_ds ds;
 		void *map;
-		int id = shmctl(idx, SHM_STAT, &ds);
+		int id = rlb_libc()->shmctl(idx, SHM_STAT, &ds);
 
-		if (id < 0 || ds.shm_perm.uid != geteuid() ||
-		    ds.shm_perm.cuid != geteuid() || ds.shm_nattch != 0 ||
-		    ds.shm_segsz < sizeof(hdr) ||
+		if (id < 0 || ds.shm_perm.uid != me || ds.shm_perm.cuid != me ||
+		    ds.shm_nattch != 0 || ds.shm_segsz < sizeof(hdr) ||
 		    (nnamed &&
 		     bsearch(&id, named, nnamed, sizeof(*named), cmp_int)))
 			continue;
-		map = shmat(id, NULL, SHM_RDONLY);
+		map = rlb_libc()->shmat(id, NULL, SHM_RDONLY);
 		if (map == (void *)-1)
 			continue;
 		memcpy(&hdr, map, sizeof(hdr));
-		shmdt(map);
+		rlb_libc()->shmdt(map);
 		if (memcmp(hdr.magic, HEALTH_MAGIC, sizeof(hdr.magic)) == 0 &&
 		    hdr.version == HEALTH_VERSION && hdr.dir_dev == dev &&
 		    hdr.dir_ino == ino &&
@@ -499,10 +505,10 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 	DIR *d;
 
 	rlb_health_state_dir(cfg, dir, sizeof(dir));
-	dirfd = open(dir, flags);
+	dirfd = rlb_libc()->open(dir, flags, 0);
 	if (dirfd < 0)
 		return errno == ENOENT ? 0 : -1;
-	if (fstat(dirfd, &st) != 0 ||
+	if (rlb_libc()->fstat(dirfd, &st) != 0 ||
 	    rlb_dir_owner_problem(&st, why, sizeof(why))) {
 		rlb_log(RLB_LOG_ERROR, "state directory %s not used (%s)", dir,
 			why);
@@ -510,7 +516,7 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		errno = EPERM;
 		return -1;
 	}
-	d = fdopendir(dirfd);
+	d = rlb_libc()->fdopendir(dirfd);
 	if (!d) {
 		rlb_libc()->close(dirfd);
 		return -1;
@@ -528,7 +534,7 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		nkeep = 0;
 	if (nkeep)
 		qsort(keep, nkeep, sizeof(*keep), cmp_str);
-	while ((de = readdir(d))) {
+	while ((de = rlb_libc()->readdir(d))) {
 		const char *name = de->d_name;
 		struct stat nst;
 		uint64_t token;
@@ -556,7 +562,7 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		}
 		if (rc == 0 && name_file)
 			removed += remove_segment(id, name, out);
-		if (unlinkat(dirfd, name, 0) == 0) {
+		if (rlb_libc()->unlinkat(dirfd, name, 0) == 0) {
 			removed++;
 			if (out)
 				fprintf(out, "removed %s/%s\n", dir, name);
@@ -570,6 +576,6 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		free(keep[i]);
 	free(keep);
 	free(named);
-	closedir(d);
+	rlb_libc()->closedir(d);
 	return removed;
 }

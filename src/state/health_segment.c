@@ -33,9 +33,9 @@ void rlb_segment_free(struct store *s)
 		return;
 	if (s->map) {
 		if (s->kind == STORE_SHM)
-			shmdt(s->map);
+			rlb_libc()->shmdt(s->map);
 		else if (s->kind == STORE_ANON)
-			munmap(s->map, s->size);
+			rlb_libc()->munmap(s->map, s->size);
 		else
 			free(s->map);
 	}
@@ -47,7 +47,7 @@ void rlb_segment_free(struct store *s)
 void rlb_segment_destroy(struct store *s)
 {
 	if (s && s->kind == STORE_SHM)
-		shmctl(s->shmid, IPC_RMID, NULL);
+		rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
 	rlb_segment_free(s);
 }
 
@@ -71,7 +71,7 @@ static uint64_t new_token(void)
 const char *rlb_segment_problem(const struct shmid_ds *ds, char *why,
 				size_t whylen)
 {
-	uid_t me = geteuid();
+	uid_t me = rlb_libc()->geteuid();
 
 	if (ds->shm_perm.uid != me || ds->shm_perm.cuid != me)
 		snprintf(why, whylen, "segment owned by uid %lu, made by %lu",
@@ -100,7 +100,7 @@ struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
 	void *map;
 
 	/* Stat before attaching: another user's segment is never mapped. */
-	if (shmctl(id, IPC_STAT, &ds) != 0) {
+	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0) {
 		snprintf(why, whylen, "segment %d: %s", id,
 			 errno == EINVAL || errno == EIDRM ? "removed"
 							   : strerror(errno));
@@ -108,13 +108,13 @@ struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
 	}
 	if (rlb_segment_problem(&ds, why, whylen))
 		return NULL;
-	map = shmat(id, NULL, readonly ? SHM_RDONLY : 0);
+	map = rlb_libc()->shmat(id, NULL, readonly ? SHM_RDONLY : 0);
 	if (map == (void *)-1) {
 		snprintf(why, whylen, "segment %d: %s", id, strerror(errno));
 		return NULL;
 	}
 	/* The same segment still: the id may have been reused meanwhile. */
-	if (shmctl(id, IPC_STAT, &ds) != 0 ||
+	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0 ||
 	    rlb_segment_problem(&ds, why, whylen))
 		goto out_detach;
 	if (lo_only)
@@ -140,7 +140,7 @@ struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
 	return s;
 
 out_detach:
-	shmdt(map);
+	rlb_libc()->shmdt(map);
 	return NULL;
 }
 
@@ -158,7 +158,7 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
 		snprintf(why, whylen, "%s", strerror(ENOMEM));
 		return NULL;
 	}
-	id = shmget(IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | 0600);
+	id = rlb_libc()->shmget(IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | 0600);
 	if (id < 0) {
 		/* No size in the text: one warning for clusters of any size. */
 		*limit = errno == ENOSPC || errno == ENOMEM || errno == EINVAL;
@@ -169,10 +169,10 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
 		free(s);
 		return NULL;
 	}
-	map = shmat(id, NULL, 0);
+	map = rlb_libc()->shmat(id, NULL, 0);
 	if (map == (void *)-1) {
 		snprintf(why, whylen, "segment %d: %s", id, strerror(errno));
-		shmctl(id, IPC_RMID, NULL);
+		rlb_libc()->shmctl(id, IPC_RMID, NULL);
 		free(s);
 		return NULL;
 	}
@@ -196,8 +196,8 @@ struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly)
 	s->size = HEALTH_SIZE(s->nslots);
 	s->kind = STORE_ANON;
 	s->readonly = readonly;
-	s->map = mmap(NULL, s->size, PROT_READ | PROT_WRITE,
-		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	s->map = rlb_libc()->mmap(NULL, s->size, PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (s->map == MAP_FAILED) {
 		s->kind = STORE_HEAP;
 		s->map = calloc(1, s->size);
@@ -313,7 +313,7 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 		    id == s->shmid && token == s->token &&
 		    rlb_dir_name_write(dirfd, fname, n->shmid, n->token,
 				       true) == 0)
-			shmctl(s->shmid, IPC_RMID, NULL);
+			rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
 		/* Counts added to s while n was being filled. */
 		rlb_table_move(s->map, s->nslots, n->map, n->nslots,
 			       rlb_table_cap(c));
