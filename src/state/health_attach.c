@@ -197,8 +197,7 @@ static struct store *attach_look(struct rlb_health *h,
 			why);
 		goto out_zeroes;
 	}
-	if (rlb_libc()->fstat(dirfd, &st) != 0 ||
-	    rlb_dir_owner_problem(&st, why, sizeof(why))) {
+	if (rlb_dir_trusted(dirfd, &st, why, sizeof(why)) != 0) {
 		rlb_dir_log_once(
 			RLB_LOG_WARNING,
 			"state directory %s not read (%s): no state shown", dir,

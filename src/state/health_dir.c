@@ -63,6 +63,15 @@ const char *rlb_dir_owner_problem(const struct stat *st, char *why,
 	return NULL;
 }
 
+int rlb_dir_trusted(int fd, struct stat *st, char *why, size_t whylen)
+{
+	if (rlb_libc()->fstat(fd, st) != 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return -1;
+	}
+	return rlb_dir_owner_problem(st, why, whylen) ? -1 : 0;
+}
+
 /* mkdir 0700; 1 if created, 0 if it existed, -1/errno otherwise. */
 static int make_dir(const char *path)
 {
@@ -508,8 +517,7 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 	dirfd = rlb_libc()->open(dir, flags, 0);
 	if (dirfd < 0)
 		return errno == ENOENT ? 0 : -1;
-	if (rlb_libc()->fstat(dirfd, &st) != 0 ||
-	    rlb_dir_owner_problem(&st, why, sizeof(why))) {
+	if (rlb_dir_trusted(dirfd, &st, why, sizeof(why)) != 0) {
 		rlb_log(RLB_LOG_ERROR, "state directory %s not used (%s)", dir,
 			why);
 		rlb_libc()->close(dirfd);

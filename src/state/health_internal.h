@@ -278,6 +278,11 @@ void rlb_dir_log_once(enum rlb_log_level level, const char *fmt, ...)
 const char *rlb_dir_owner_problem(const struct stat *st, char *why,
 				  size_t whylen);
 /*
+ * fstat() fd (a state directory or file) into st and check its owner: 0,
+ * or -1 with the reason in why (an fstat error's text too).
+ */
+int rlb_dir_trusted(int fd, struct stat *st, char *why, size_t whylen);
+/*
  * The state directory cfg asks for, into buf (design.md §5.8): state_dir
  * (REPLICALB_STATE_DIR applied), else $XDG_RUNTIME_DIR/replicalb, else
  * the default /tmp/replicalb-EUID; then *fb is the fallback for a default

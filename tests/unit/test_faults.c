@@ -749,9 +749,52 @@ static void test_faults_statx_failure_is_same_socket(void **state)
 	assert_false(rlb_pending_is(fd, ino));
 }
 
+/*
+ * Regression (found by test_faults_every_entry under valgrind, fstat #6):
+ * when fstat() of the state directory failed, the read-only look and
+ * remove-state logged why from a buffer nothing had written. The reason
+ * is now the fstat error's text.
+ */
+static void test_faults_state_dir_fstat_failure_says_why(void **state)
+{
+	struct rlb_cluster *l = &glook->clusters[0];
+	char path[300], buf[4096];
+	ssize_t n;
+	int fd;
+
+	rlb_health_attach_all(gcfg, false);
+	rlb_health_add_errors(&gcfg->clusters[0], 0, 1, rlb_now());
+	snprintf(path, sizeof(path), "%s/log", tmpdir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	dup2(fd, STDERR_FILENO);
+	real = *rlb_libc();
+	install(E_fstat, 1);
+	rlb_health_attach_all_readonly(glook);
+	assert_int_equal(rlb_health_errors(l, 0, 0, true), 0);
+	install(E_fstat, 1);
+	assert_int_equal(rlb_health_remove_state(gcfg, true, NULL), -1);
+	armed = -1;
+	rlb_libc_reset();
+	dup2(saved_stderr, STDERR_FILENO);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+	assert_non_null(strstr(buf, "not read (Input/output error)"));
+	assert_non_null(strstr(buf, "not used (Input/output error)"));
+	rlb_health_detach(l->health);
+	l->health = NULL;
+	rlb_health_detach(gcfg->clusters[0].health);
+	gcfg->clusters[0].health = NULL;
+	assert_true(rlb_health_remove_state(gcfg, true, NULL) >= 2);
+	rmdir(gdir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_faults_state_dir_fstat_failure_says_why),
 		cmocka_unit_test(test_faults_statx_failure_is_same_socket),
 		cmocka_unit_test(test_faults_clock_failure_keeps_time),
 		cmocka_unit_test(test_faults_every_entry),
