@@ -114,8 +114,13 @@ struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
 		return NULL;
 	}
 	/* The same segment still: the id may have been reused meanwhile. */
-	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0 ||
-	    rlb_segment_problem(&ds, why, whylen))
+	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0) {
+		snprintf(why, whylen, "segment %d: %s", id,
+			 errno == EINVAL || errno == EIDRM ? "removed"
+							   : strerror(errno));
+		goto out_detach;
+	}
+	if (rlb_segment_problem(&ds, why, whylen))
 		goto out_detach;
 	if (lo_only)
 		token = (((struct health_map *)map)->hdr.token &
