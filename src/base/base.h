@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -231,7 +232,13 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
 		(fd, mode, off, len))                                          \
 	X(int, renameat, (int olddirfd, const char *oldpath, int newdirfd,     \
 		const char *newpath), (olddirfd, oldpath, newdirfd, newpath))  \
+	X(int, linkat, (int olddirfd, const char *oldpath, int newdirfd,       \
+		const char *newpath, int flags),                               \
+		(olddirfd, oldpath, newdirfd, newpath, flags))                 \
+	X(int, unlinkat, (int dirfd, const char *path, int flags),             \
+		(dirfd, path, flags))                                          \
 	X(DIR *, opendir, (const char *path), (path))                          \
+	X(DIR *, fdopendir, (int fd), (fd))                                    \
 	X(struct dirent *, readdir, (DIR *d), (d))                             \
 	X(int, closedir, (DIR *d), (d))                                        \
 	/* memory */                                                           \
@@ -242,6 +249,14 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
 		void *new_addr), (old, oldlen, newlen, flags, new_addr))       \
 	X(int, madvise, (void *addr, size_t len, int advice),                  \
 		(addr, len, advice))                                           \
+	/* SysV shared memory (the health state) */                            \
+	X(int, shmget, (key_t key, size_t size, int flags),                    \
+		(key, size, flags))                                            \
+	X(void *, shmat, (int id, const void *addr, int flags),                \
+		(id, addr, flags))                                             \
+	X(int, shmdt, (const void *addr), (addr))                              \
+	X(int, shmctl, (int id, int cmd, struct shmid_ds *buf),                \
+		(id, cmd, buf))                                                \
 	/* the process, signals, waiting */                                    \
 	X(pid_t, getpid, (void), ())                                           \
 	X(uid_t, geteuid, (void), ())                                          \

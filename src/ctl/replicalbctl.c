@@ -711,7 +711,7 @@ static int cmd_probe(struct rlb_config *cfg, const struct ctl_opts *o)
 				.tv_nsec = (next_ms - now) % 1000 * 1000000,
 			};
 
-			nanosleep(&ts, NULL);
+			rlb_libc()->nanosleep(&ts, NULL);
 		} else {
 			next_ms = now;
 		}

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,11 +53,16 @@ enum step {
 	S_OTHER,
 	S_NONVIRTUAL,
 	S_FQDN,
+	S_STATE_RW,
+	S_STATE_RO,
+	S_STATE_RESET,
+	S_STATE_REMOVE,
 };
 static const char *const step_names[] = {
-	"none",		 "load",	"acquire",     "resolve",
-	"connect ok",	 "refused",	"nonblocking", "close",
-	"not a replica", "not virtual", "fqdn",
+	"none",		 "load",	"acquire",	"resolve",
+	"connect ok",	 "refused",	"nonblocking",	"close",
+	"not a replica", "not virtual", "fqdn",		"state first use",
+	"state look",	 "state reset", "remove-state",
 };
 
 static struct rlb_libc real;	/* the seam as bound, clock faked */
@@ -72,6 +78,16 @@ static int listen_ok = -1, bound_refused = -1, bound_other = -1;
 static int port_ok, port_refused, port_other;
 static int devnull = -1, saved_stderr = -1;
 static int64_t clock_offset_ms;
+/* g.cluster, in a state directory of its own: first used in each round
+ * read-write (gcfg) and read-only (glook), then removed. */
+static struct rlb_config *gcfg, *glook;
+static char gdir[256];
+/* The faults after which g.cluster's state was private, and its look. */
+static char private_after[600], unseen_after[600];
+/* Every segment made while the test runs: removed at the end, whatever
+ * an injected fault left behind (ours only, never ipcrm --all). */
+static int made[4096];
+static size_t nmade;
 
 /* The clock through the seam: the real one, moved on by each round. */
 static int fake_now(clockid_t clock, struct timespec *ts)
@@ -166,13 +182,20 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_ftruncate	      return fail_int(EIO)
 #define FAIL_fallocate	      return fail_int(EIO)
 #define FAIL_renameat	      return fail_int(EIO)
+#define FAIL_linkat	      return fail_int(EIO)
+#define FAIL_unlinkat	      return fail_int(EIO)
 #define FAIL_opendir	      return fail_ptr(EMFILE)
+#define FAIL_fdopendir	      return fail_ptr(ENOMEM)
 #define FAIL_readdir	      return fail_ptr(EIO)
 #define FAIL_closedir	      return fail_after(real.closedir(d), EIO)
 #define FAIL_mmap	      return (errno = ENOMEM, MAP_FAILED)
 #define FAIL_munmap	      return fail_int(ENOMEM)
 #define FAIL_mremap	      return (errno = ENOMEM, MAP_FAILED)
 #define FAIL_madvise	      return fail_int(EAGAIN)
+#define FAIL_shmget	      return fail_int(ENOSPC)
+#define FAIL_shmat	      return (errno = EMFILE, (void *)-1)
+#define FAIL_shmdt	      return fail_int(EINVAL)
+#define FAIL_shmctl	      return fail_int(EINVAL)
 #define FAIL_getpid	      NOFAIL
 #define FAIL_geteuid	      NOFAIL
 #define FAIL_getrandom	      return fail_int(EINTR)
@@ -186,6 +209,15 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_now	      return fail_int(EINVAL)
 /* Entries that cannot fail (void, or no error in their contract). */
 static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid, E_syslog};
+
+static int record_shmget(key_t key, size_t size, int flags)
+{
+	int id = shmget(key, size, flags);
+
+	if (id >= 0 && nmade < sizeof(made) / sizeof(made[0]))
+		made[nmade++] = id;
+	return id;
+}
 
 /* One wrapper per entry: counts, fails the armed call, else calls on. */
 #define WRAP(ret, name, params, args)                                          \
@@ -265,6 +297,26 @@ static int setup(void **state)
 		return -1;
 	setenv("REPLICALB_CONFIG", cfg_path, 1);
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
+	snprintf(gdir, sizeof(gdir), "%s/g", tmpdir);
+	snprintf(text, sizeof(text),
+		 "state_dir = \"%s\";\n"
+		 "distributed_replica_error_half_life = 100000;\n"
+		 "clusters = ( { name = \"g.cluster\"; replicas = (\n"
+		 " { host = \"a\"; address = \"127.0.0.4\"; port = 9; },\n"
+		 " { host = \"b\"; address = \"127.0.0.5\"; port = 9; } ); "
+		 "} );\n",
+		 gdir);
+	{
+		char gpath[300];
+		struct rlb_config_source gsrc = {.path = gpath};
+
+		snprintf(gpath, sizeof(gpath), "%s/g.conf", tmpdir);
+		f = fopen(gpath, "w");
+		if (!f || fputs(text, f) < 0 || fclose(f) != 0 ||
+		    rlb_config_load(&gsrc, &gcfg, NULL) != 0 ||
+		    rlb_config_load(&gsrc, &glook, NULL) != 0)
+			return -1;
+	}
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	saved_stderr = dup(STDERR_FILENO);
 	return devnull >= 0 && saved_stderr >= 0 ? 0 : -1;
@@ -279,6 +331,11 @@ static int teardown(void **state)
 	close(bound_other);
 	close(devnull);
 	close(saved_stderr);
+	rlb_health_remove_state(gcfg, true, NULL);
+	rlb_config_free(gcfg);
+	rlb_config_free(glook);
+	for (size_t i = 0; i < nmade; i++)
+		shmctl(made[i], IPC_RMID, NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }
@@ -340,6 +397,76 @@ struct outcome {
 	unsigned refused_made; /* connects to the refuser the kernel saw */
 	unsigned refused_seen; /* ECONNREFUSED the program saw */
 };
+
+/* Append the armed fault ("shmget #1") to a list. */
+static void note_fault(char *list, size_t size)
+{
+	size_t len = strlen(list);
+
+	snprintf(list + len, size - len, "%s%s #%u", len ? ", " : "",
+		 rlb_libc_name(armed), fail_at);
+}
+
+/*
+ * The state layer at a cluster's first use, as a program and replicalbctl
+ * meet it: g.cluster attached read-write (a segment made, its state file
+ * linked), three errors counted, looked at read-only (status), reset,
+ * detached, and its directory's state removed. The errors are always
+ * counted in the process; the look sees them when the state is shared and
+ * no fault hit the look, and never sees what was not counted (design.md
+ * §12.4, §12.8).
+ */
+static void state_steps(void)
+{
+	struct rlb_cluster *c = &gcfg->clusters[0], *l = &glook->clusters[0];
+	int64_t now = rlb_now();
+	unsigned long long e;
+	bool shared;
+	int rc;
+
+	step = S_STATE_RW;
+	rlb_health_attach_all(gcfg, false);
+	for (int n = 0; n < 3; n++)
+		rlb_health_add_errors(c, 0, 1, now);
+	e = rlb_health_errors(c, 0, now, false);
+	if (e != 3)
+		problem("state: %llu errors counted for 3", e);
+	shared = strcmp(rlb_health_path(c->health), "(private)") != 0;
+	if (!shared && !fired_here(S_STATE_RW))
+		problem("state private with no fault");
+	if (!shared)
+		note_fault(private_after, sizeof(private_after));
+
+	step = S_STATE_RO;
+	rlb_health_attach_all_readonly(glook);
+	e = rlb_health_errors(l, 0, now, true);
+	if (e != 0 && e != 3)
+		problem("state look: %llu errors, 3 counted", e);
+	else if (e != (shared ? 3 : 0) && !fired_here(S_STATE_RO))
+		problem("state look: %llu errors, 3 counted %s", e,
+			shared ? "shared" : "privately");
+	else if (shared && e == 0)
+		note_fault(unseen_after, sizeof(unseen_after));
+	if (rlb_health_errors(l, 1, now, true) != 0)
+		problem("state look: errors invented for replica b");
+
+	step = S_STATE_RESET;
+	rlb_health_reset(c, SIZE_MAX);
+	if ((e = rlb_health_errors(c, 0, now, false)) != 0)
+		problem("state reset: %llu errors left", e);
+	if ((e = rlb_health_errors(l, 0, now, true)) != 0)
+		problem("state look after reset: %llu errors", e);
+
+	step = S_STATE_REMOVE;
+	rlb_health_detach(c->health);
+	c->health = NULL;
+	rlb_health_detach(l->health);
+	l->health = NULL;
+	rc = rlb_health_remove_state(gcfg, true, NULL);
+	if (rc < 0 && !fired_here(S_STATE_REMOVE))
+		problem("remove-state failed (%s) with no fault",
+			strerror(errno));
+}
 
 /*
  * The program: load, acquire, resolve f.cluster, connect to each address
@@ -480,6 +607,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 	rlb_local_fqdn(fqdn, sizeof(fqdn));
 	if (errno != EBADMSG)
 		problem("rlb_local_fqdn changed errno to %d", errno);
+	state_steps();
 	step = S_NONE;
 
 	rlb_track_sweep();
@@ -500,6 +628,10 @@ static bool round_ok(int e, unsigned k, struct outcome *out)
 	scenario(out, errs);
 	armed = -1;
 	rlb_libc_reset();
+	/* What a fault kept remove-state from removing; the directory
+	 * too, so that every round makes it again. */
+	rlb_health_remove_state(gcfg, true, NULL);
+	rmdir(gdir);
 	if (errs[0] != out->refused_made)
 		problem("%s #%u (in %s): %llu errors for %u refused connects",
 			e >= 0 ? rlb_libc_name(e) : "-", k,
@@ -535,6 +667,7 @@ static void test_faults_every_entry(void **state)
 	bound = *rlb_libc();
 	real = bound;
 	real.now = fake_now;
+	real.shmget = record_shmget;
 
 	dup2(devnull, STDERR_FILENO);
 	/* Warm-up: what happens once per process (tables, first load). */
@@ -562,6 +695,11 @@ static void test_faults_every_entry(void **state)
 		if (profile[e] == 0)
 			print_message("not called by the scenario: %s\n",
 				      rlb_libc_name(e));
+	print_message("state private (counted in the process only) after: "
+		      "%s\n",
+		      private_after[0] ? private_after : "none");
+	print_message("state shared but unseen by a look that failed: %s\n",
+		      unseen_after[0] ? unseen_after : "none");
 	print_message("faults: %zu entries, %u called, %u failures injected "
 		      "(%u fired), %u scenarios survived\n",
 		      (size_t)E_COUNT, entries, injected, fired_total,
@@ -611,9 +749,52 @@ static void test_faults_statx_failure_is_same_socket(void **state)
 	assert_false(rlb_pending_is(fd, ino));
 }
 
+/*
+ * Regression (found by test_faults_every_entry under valgrind, fstat #6):
+ * when fstat() of the state directory failed, the read-only look and
+ * remove-state logged why from a buffer nothing had written. The reason
+ * is now the fstat error's text.
+ */
+static void test_faults_state_dir_fstat_failure_says_why(void **state)
+{
+	struct rlb_cluster *l = &glook->clusters[0];
+	char path[300], buf[4096];
+	ssize_t n;
+	int fd;
+
+	rlb_health_attach_all(gcfg, false);
+	rlb_health_add_errors(&gcfg->clusters[0], 0, 1, rlb_now());
+	snprintf(path, sizeof(path), "%s/log", tmpdir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	dup2(fd, STDERR_FILENO);
+	real = *rlb_libc();
+	install(E_fstat, 1);
+	rlb_health_attach_all_readonly(glook);
+	assert_int_equal(rlb_health_errors(l, 0, 0, true), 0);
+	install(E_fstat, 1);
+	assert_int_equal(rlb_health_remove_state(gcfg, true, NULL), -1);
+	armed = -1;
+	rlb_libc_reset();
+	dup2(saved_stderr, STDERR_FILENO);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+	assert_non_null(strstr(buf, "not read (Input/output error)"));
+	assert_non_null(strstr(buf, "not used (Input/output error)"));
+	rlb_health_detach(l->health);
+	l->health = NULL;
+	rlb_health_detach(gcfg->clusters[0].health);
+	gcfg->clusters[0].health = NULL;
+	assert_true(rlb_health_remove_state(gcfg, true, NULL) >= 2);
+	rmdir(gdir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_faults_state_dir_fstat_failure_says_why),
 		cmocka_unit_test(test_faults_statx_failure_is_same_socket),
 		cmocka_unit_test(test_faults_clock_failure_keeps_time),
 		cmocka_unit_test(test_faults_every_entry),

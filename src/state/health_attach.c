@@ -1,0 +1,543 @@
+/* health_attach.c - a cluster's state attached at first use (read-write:
+ * create and link; read-only for a look) and followed while attached when
+ * it is damaged, replaced or moved (design.md §12.4, §12.9). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+
+#include "state/health_internal.h"
+
+static void dirs_put(struct health_dirs *d)
+{
+	if (d && atomic_fetch_sub(&d->refs, 1) == 1)
+		free(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* Attach (design.md §12.4) */
+
+/*
+ * The segment that the name file fname of dir (dirfd) names, attached
+ * for c; when there is none, mine, or else a new segment, is named by
+ * creating the name file with link(): of processes that start together,
+ * the first link wins and the others attach its segment and remove their
+ * own. A name file that is not valid, or names a segment that fails the
+ * checks, is set aside first. Returns mine when the name file names it;
+ * NULL with the reason in why (*limit: the kernel's segment limits).
+ * Successors are not followed here.
+ */
+static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
+				  const char *dir, const char *fname,
+				  struct store *mine, bool *limit, char *why,
+				  size_t whylen)
+{
+	struct health_home home = {c->name_hash, 0, 0};
+	struct stat dst;
+
+	*limit = false;
+	if (rlb_libc()->fstat(dirfd, &dst) == 0) {
+		home.dir_dev = (uint64_t)dst.st_dev;
+		home.dir_ino = (uint64_t)dst.st_ino;
+	}
+	for (int tries = 0; tries <= HEALTH_TRIES; tries++) {
+		struct stat st;
+		uint64_t token;
+		struct store *s;
+		bool v2;
+		int rc, id, err;
+
+		rc = rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
+				       whylen);
+		if (rc == 0 && mine && mine->shmid == id &&
+		    mine->token == token)
+			return mine;
+		if (rc == 0) {
+			s = rlb_segment_attach(c, id, token, false, false, why,
+					       whylen);
+			if (s)
+				return s;
+		}
+		if (rc <= 0) {
+			if (tries == HEALTH_TRIES)
+				break;
+			rlb_dir_set_aside(dirfd, dir, fname, &st, v2, why);
+			continue;
+		}
+		s = mine;
+		if (!s &&
+		    !(s = rlb_segment_create(c, rlb_table_slots(c->nreplicas),
+					     &home, limit, why, whylen)))
+			return NULL;
+		if (rlb_dir_name_write(dirfd, fname, s->shmid, s->token,
+				       false) == 0)
+			return s;
+		err = errno;
+		if (s != mine)
+			rlb_segment_destroy(s);
+		if (err != EEXIST) {
+			snprintf(why, whylen, "cannot write it: %s",
+				 strerror(err));
+			return NULL;
+		}
+		/* Another process named its segment first: use that one. */
+	}
+	snprintf(why, whylen, "it keeps being corrupted or replaced");
+	return NULL;
+}
+
+/* Label of a store: the name file's path, with suffix. */
+static void store_label(struct store *s, const char *dir, const char *fname,
+			const char *suffix)
+{
+	if (asprintf(&s->label, "%s/%s%s", dir, fname, suffix) < 0)
+		s->label = NULL;
+}
+
+/* Log that c's state is private, and why (once per process and text). */
+static void log_private(const struct rlb_cluster *c, const char *path,
+			const char *why, bool limit)
+{
+	if (limit)
+		/* Without the cluster: one warning for many clusters. */
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"%s: health of this and other clusters is private "
+			"to this process",
+			why);
+	else
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state file %s not used (%s): health of cluster %s "
+			"is private to this process",
+			path, why, c->name);
+}
+
+/* First use, read-write: the named segment, else private memory. */
+static struct store *attach_rw(struct rlb_health *h,
+			       const struct rlb_cluster *c)
+{
+	char dir[PATH_MAX], fname[NAME_MAX + 1], why[200];
+	struct store *s = NULL, *tip;
+	bool limit = false;
+	int dirfd = -1;
+
+	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	if (h->dirs)
+		dirfd = rlb_dir_resolve(h->dirs, dir, sizeof(dir), false);
+	if (dirfd < 0)
+		return rlb_segment_private(c, false);
+	if (strlen(dir) + strlen(fname) + 2 > PATH_MAX) {
+		snprintf(why, sizeof(why), "path too long");
+		goto out_private;
+	}
+	s = attach_named(c, dirfd, dir, fname, NULL, &limit, why, sizeof(why));
+	if (!s)
+		goto out_private;
+	tip = rlb_segment_follow(c, s);
+	if (tip != s)
+		rlb_segment_free(s);
+	s = rlb_segment_settle(c, tip, dirfd, dir, fname, h->prune);
+	if (s != tip)
+		rlb_segment_free(tip);
+	s->dir = strdup(dir);
+	store_label(s, dir, fname, "");
+	rlb_libc()->close(dirfd);
+	return s;
+
+out_private:
+	log_private(c, dir, why, limit);
+	rlb_libc()->close(dirfd);
+	return rlb_segment_private(c, false);
+}
+
+/*
+ * First use, read-only (replicalbctl status, resolve --peek): the named
+ * segment attached SHM_RDONLY, or zeroes; nothing is created or changed,
+ * no directory either.
+ */
+static struct store *attach_look(struct rlb_health *h,
+				 const struct rlb_cluster *c)
+{
+	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	char dir[PATH_MAX], fname[NAME_MAX + 1], why[200];
+	const char *suffix = " (private)";
+	struct store *s = NULL;
+	struct stat st;
+	uint64_t token;
+	bool v2;
+	int dirfd, id, rc;
+
+	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	if (!h->dirs)
+		goto out_zeroes;
+	snprintf(dir, sizeof(dir), "%s", h->dirs->want);
+	if (h->dirs->fb[0] && !rlb_dir_usable(dir))
+		snprintf(dir, sizeof(dir), "%s", h->dirs->fb);
+	dirfd = rlb_libc()->open(dir, flags, 0);
+	if (dirfd < 0) {
+		if (errno == ENOENT) {
+			suffix = " (absent)";
+			goto out_zeroes;
+		}
+		snprintf(why, sizeof(why), "%s",
+			 errno == ELOOP || errno == ENOTDIR
+				 ? "not a directory or a symlink"
+				 : strerror(errno));
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state directory %s not read (%s): no state shown", dir,
+			why);
+		goto out_zeroes;
+	}
+	if (rlb_dir_trusted(dirfd, &st, why, sizeof(why)) != 0) {
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state directory %s not read (%s): no state shown", dir,
+			why);
+		rlb_libc()->close(dirfd);
+		goto out_zeroes;
+	}
+	rc = rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
+			       sizeof(why));
+	rlb_libc()->close(dirfd);
+	if (rc == 1) {
+		suffix = " (absent)";
+		goto out_zeroes;
+	}
+	if (rc == 0)
+		s = rlb_segment_attach(c, id, token, false, true, why,
+				       sizeof(why));
+	if (!s) {
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state file %s/%s not read (%s): cluster %s shows no "
+			"state",
+			dir, fname, why, c->name ? c->name : "");
+		goto out_zeroes;
+	}
+	s = rlb_segment_follow(c, s);
+	store_label(s, dir, fname, "");
+	return s;
+
+out_zeroes:
+	s = rlb_segment_private(c, true);
+	if (s && h->dirs && strlen(dir) + strlen(fname) + 2 <= PATH_MAX)
+		store_label(s, dir, fname, suffix);
+	return s;
+}
+
+/*
+ * c's store, attached at this first use if it is not yet (design.md
+ * §12.4). Threads that use a cluster first at the same time each attach
+ * (the name file makes them agree on the segment); one store is
+ * published, the others are dropped. NULL only when not even private
+ * memory could be had. Keeps errno.
+ */
+static struct store *store_of(const struct rlb_cluster *c)
+{
+	struct rlb_health *h = c->health;
+	struct store *s, *expected = NULL;
+	int saved;
+
+	if (!h)
+		return NULL;
+	s = atomic_load_explicit(&h->cur, memory_order_acquire);
+	if (s ||
+	    atomic_load_explicit(&h->mode, memory_order_relaxed) == HEALTH_NONE)
+		return s;
+	saved = errno;
+	s = h->readonly ? attach_look(h, c) : attach_rw(h, c);
+	if (!s) {
+		atomic_store(&h->mode, HEALTH_NONE);
+	} else if (atomic_compare_exchange_strong(&h->cur, &expected, s)) {
+		atomic_store(&h->follow_ms,
+			     rlb_monotonic_ms() + HEALTH_FOLLOW_MS);
+		atomic_store(&h->mode, s->kind == STORE_SHM ? HEALTH_SHARED
+							    : HEALTH_PRIVATE);
+	} else {
+		rlb_segment_free(s);
+		s = expected;
+	}
+	errno = saved;
+	return s;
+}
+
+void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
+{
+	struct health_dirs *dirs;
+	int saved = errno;
+
+	if (!cfg || cfg->nclusters == 0)
+		return;
+	dirs = calloc(1, sizeof(*dirs));
+	if (dirs) {
+		dirs->ok = rlb_dir_paths(cfg, dirs->want, sizeof(dirs->want),
+					 dirs->fb, sizeof(dirs->fb));
+		atomic_init(&dirs->refs, 1);
+	}
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+		struct rlb_health *h = calloc(1, sizeof(*h));
+
+		rlb_health_detach(c->health);
+		c->health = h;
+		if (!h)
+			continue;
+		h->cluster = c;
+		h->prune = prune;
+		if (dirs) {
+			atomic_fetch_add(&dirs->refs, 1);
+			h->dirs = dirs;
+		}
+	}
+	dirs_put(dirs);
+	errno = saved;
+}
+
+void rlb_health_attach_all_readonly(struct rlb_config *cfg)
+{
+	if (!cfg)
+		return;
+	rlb_health_attach_all(cfg, false);
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		if (cfg->clusters[i].health)
+			cfg->clusters[i].health->readonly = true;
+}
+
+void rlb_health_detach(struct rlb_health *h)
+{
+	if (!h)
+		return;
+	rlb_segment_free(atomic_load(&h->cur));
+	while (h->retired) {
+		struct store *next = h->retired->next;
+
+		rlb_segment_free(h->retired);
+		h->retired = next;
+	}
+	dirs_put(h->dirs);
+	free(h);
+}
+
+const char *rlb_health_path(const struct rlb_health *h)
+{
+	struct store *s;
+
+	if (!h)
+		return "(private)";
+	s = store_of(h->cluster);
+	return s && s->label ? s->label : "(private)";
+}
+
+/* ------------------------------------------------------------------ */
+/* Following the state while attached (design.md §12.9) */
+
+/*
+ * Take h's slow-path flag: false if another thread of this process has
+ * it. A flag inherited through fork() from a thread that no longer
+ * exists here is taken over: the store pointer it may have been about to
+ * change is published atomically, so nothing is half done.
+ */
+static bool busy_enter(struct rlb_health *h)
+{
+	pid_t me = rlb_libc()->getpid(), cur = 0;
+
+	if (atomic_compare_exchange_strong(&h->busy, &cur, me))
+		return true;
+	return cur != me && atomic_compare_exchange_strong(&h->busy, &cur, me);
+}
+
+static void busy_leave(struct rlb_health *h)
+{
+	atomic_store(&h->busy, 0);
+}
+
+/*
+ * Under the busy flag: use n instead of s from now on. s stays mapped
+ * (another thread may be using it) until the health is detached; what was
+ * added to it until the switch is moved into n. False when this cluster
+ * has moved too often already (n is freed; s stays in use).
+ */
+static bool switch_to(struct rlb_health *h, const struct rlb_cluster *c,
+		      struct store *s, struct store *n)
+{
+	if (h->nretired >= HEALTH_MAX_RETIRED) {
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state of cluster %s was replaced too often: this "
+			"process keeps its segment until the next config load",
+			c->name);
+		rlb_segment_free(n);
+		return false;
+	}
+	atomic_store(&h->cur, n);
+	s->next = h->retired;
+	h->retired = s;
+	h->nretired++;
+	if (!s->readonly)
+		rlb_table_move(s->map, s->nslots, n->map, n->nslots,
+			       rlb_table_cap(c));
+	return true;
+}
+
+/*
+ * Once a second: whether the name file still names s, whole and of ours;
+ * if not (removed, emptied, cut, replaced, its segment removed or given
+ * another mode), attach what it names, or name s again, or a new segment
+ * when s is gone too. Returns the store to use (s if nothing changed).
+ */
+static struct store *follow_name(struct rlb_health *h,
+				 const struct rlb_cluster *c, struct store *s)
+{
+	char fname[NAME_MAX + 1], why[200], why2[200];
+	struct store *n, *tip;
+	struct shmid_ds ds;
+	bool gone, v2, limit;
+	struct stat st;
+	uint64_t token;
+	int dirfd, id;
+
+	if (!s->dir)
+		return s;
+	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	if (rlb_libc()->shmctl(s->shmid, IPC_STAT, &ds) != 0) {
+		gone = true;
+		snprintf(why2, sizeof(why2), "segment %d removed", s->shmid);
+	} else {
+		gone = rlb_segment_problem(&ds, why2, sizeof(why2)) != NULL;
+	}
+	dirfd = rlb_dir_open(s->dir, why, sizeof(why));
+	if (dirfd < 0)
+		return s;
+	if (!gone &&
+	    rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
+			      sizeof(why)) == 0 &&
+	    id == s->shmid && token == s->token) {
+		rlb_libc()->close(dirfd);
+		return s;
+	}
+	n = attach_named(c, dirfd, s->dir, fname, gone ? NULL : s, &limit, why,
+			 sizeof(why));
+	if (n && n != s) {
+		tip = rlb_segment_follow(c, n);
+		if (tip != n)
+			rlb_segment_free(n);
+		n = rlb_segment_settle(c, tip, dirfd, s->dir, fname, h->prune);
+		if (n != tip)
+			rlb_segment_free(tip);
+		n->dir = strdup(s->dir);
+		n->label = s->label ? strdup(s->label) : NULL;
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state of cluster %s was replaced or removed while in "
+			"use (%s): now segment %d",
+			c->name, gone ? why2 : "the name file changed",
+			n->shmid);
+		/* Nobody finds s any more: gone once all have moved. */
+		if (!gone)
+			rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
+	}
+	rlb_libc()->close(dirfd);
+	return n ? n : s;
+}
+
+bool rlb_attach_successor_due(const struct rlb_health *h, const struct store *s)
+{
+	uint64_t code = atomic_load(&s->map->hdr.successor);
+
+	return code && code != atomic_load_explicit(&h->dead_successor,
+						    memory_order_relaxed);
+}
+
+void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
+		     struct store *s, int64_t now, bool force)
+{
+	bool succ = rlb_attach_successor_due(h, s);
+	bool grow_owed = atomic_load(&h->grow_owed);
+	struct store *n;
+
+	if ((!succ && !grow_owed && !force &&
+	     now < atomic_load(&h->follow_ms)) ||
+	    !busy_enter(h))
+		return;
+	s = atomic_load(&h->cur);
+	n = s;
+	if (succ || grow_owed) {
+		char fname[NAME_MAX + 1], why[160];
+		int dirfd =
+			s->dir ? rlb_dir_open(s->dir, why, sizeof(why)) : -1;
+		struct store *tip = rlb_segment_follow(c, s);
+
+		atomic_store(&h->grow_owed, false);
+		rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+		n = rlb_segment_settle(c, tip, dirfd, s->dir, fname, false);
+		if (n != tip && tip != s)
+			rlb_segment_free(tip);
+		if (dirfd >= 0)
+			rlb_libc()->close(dirfd);
+		/* Gone already: not again at every operation; the name file
+		 * is read again once a second. */
+		if (tip == s)
+			atomic_store(&h->dead_successor,
+				     atomic_load(&s->map->hdr.successor));
+		if (n != s) {
+			n->dir = s->dir ? strdup(s->dir) : NULL;
+			n->label = s->label ? strdup(s->label) : NULL;
+		}
+	} else {
+		atomic_store(&h->follow_ms, now + HEALTH_FOLLOW_MS);
+		n = follow_name(h, c, s);
+	}
+	if (n != s)
+		switch_to(h, c, s, n);
+	busy_leave(h);
+}
+
+struct store *rlb_attach_now(const struct rlb_cluster *c)
+{
+	struct store *s = store_of(c);
+	int saved;
+
+	if (!s || s->kind != STORE_SHM || s->readonly ||
+	    !atomic_load_explicit(&s->map->hdr.successor,
+				  memory_order_relaxed) ||
+	    !rlb_attach_successor_due(c->health, s))
+		return s;
+	saved = errno;
+	rlb_attach_slow(c->health, c, s, rlb_monotonic_ms(), true);
+	errno = saved;
+	return atomic_load_explicit(&c->health->cur, memory_order_acquire);
+}
+
+struct store *rlb_attach_check(const struct rlb_cluster *c)
+{
+	struct store *s = store_of(c);
+	struct rlb_health *h = c->health;
+	int64_t now, last;
+	int saved;
+
+	if (!s || s->kind != STORE_SHM || s->readonly)
+		return s;
+	if (atomic_load_explicit(&s->map->hdr.successor,
+				 memory_order_relaxed) &&
+	    rlb_attach_successor_due(h, s))
+		return rlb_attach_now(c);
+	now = rlb_monotonic_ms();
+	last = atomic_load_explicit(&h->checked_ms, memory_order_relaxed);
+	if (now == last || !atomic_compare_exchange_strong_explicit(
+				   &h->checked_ms, &last, now,
+				   memory_order_relaxed, memory_order_relaxed))
+		return s;
+	saved = errno;
+	rlb_attach_slow(h, c, s, now, false);
+	errno = saved;
+	return atomic_load_explicit(&h->cur, memory_order_acquire);
+}

@@ -1,0 +1,366 @@
+/* state/health_internal.h - what the files of shared health share
+ * (design.md §12): the segment layout, stores, a cluster's handle, and
+ * the cross-file functions of health_table.c, health_segment.c,
+ * health_dir.c and health_attach.c; health.c, the hot path, uses them. */
+#ifndef RLB_HEALTH_INTERNAL_H
+#define RLB_HEALTH_INTERNAL_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "state/state.h"
+
+#define HEALTH_MAGIC	 "RLBSTATE"
+#define HEALTH_VERSION	 3
+#define HEALTH_MIN_SLOTS 4
+#define HEALTH_MAX_SLOTS (2 * RLB_MAX_REPLICAS)
+#define HEALTH_SIZE(n)                                                         \
+	(sizeof(struct health_header) +                                        \
+	 (size_t)(n) * sizeof(struct health_slot))
+#define HEALTH_KEY_EMPTY   0 /* never claimed in this segment */
+#define HEALTH_KEY_DROPPED 1 /* pruned: skipped by probes, never reused */
+#define HEALTH_NO_SLOT	   UINT32_MAX
+#define HEALTH_FOLLOW_MS   1000 /* how often the name file is read again */
+#define HEALTH_RECLAIM_MS  100	/* after a failed reclaim, none before this */
+#define HEALTH_STEM_MAX	   200	/* longer cluster names are cut and hashed */
+#define HEALTH_CHECK_SEED  0x524c4253u
+#define HEALTH_MAX_RETIRED 64 /* stores one cluster may move away from */
+#define HEALTH_MAX_HOPS	   8  /* successors followed in one go */
+#define HEALTH_TRIES	   4  /* name files set aside in one attach */
+/* The name file: "replicalb-state 1 shm ID TOKEN\n" (design.md §12.1). */
+#define NAME_FORMAT  "replicalb-state 1 shm %d %016llx\n"
+#define NAME_MAX_LEN 64
+/* Size of a version-2 state file (a mapped file), replaced at upgrade. */
+#define V2_FILE_SIZE (64 + 8192 * 32)
+
+/*
+ * Counters live in memory shared between processes, so their atomics must
+ * be real instructions, not libatomic's process-local locks.
+ */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2,
+	       "64-bit atomics must be lock-free");
+
+/* First 128 bytes of a segment; native byte order. */
+struct health_header {
+	char magic[8];		     /* HEALTH_MAGIC, not NUL-terminated */
+	uint32_t version;	     /* HEALTH_VERSION */
+	uint32_t nslots;	     /* power of 2, HEALTH_MIN..MAX_SLOTS */
+	uint64_t token;		     /* random; the name file names it too */
+	uint64_t name_hash;	     /* rlb_cluster.name_hash */
+	uint64_t dir_dev;	     /* the state directory it was made */
+	uint64_t dir_ino;	     /* for (replicalbctl remove-state) */
+	int64_t created;	     /* wall clock at creation, seconds */
+	uint64_t check;		     /* header_check() of the fields above */
+	_Atomic int64_t decay_time;  /* T of design.md §5, 0 while unset */
+	_Atomic uint64_t rr_counter; /* round-robin selections so far */
+	_Atomic uint64_t successor;  /* 0, or successor_code() of the
+				      * larger segment that replaces this */
+	uint64_t reserved[5];	     /* zero */
+};
+
+/* One replica's counts, keyed by its identity. */
+struct health_slot {
+	_Atomic uint64_t key;	    /* identity, or HEALTH_KEY_* */
+	_Atomic uint64_t errors;    /* capped at error_cap */
+	_Atomic uint64_t slowdowns; /* attempts abandoned early; uncapped */
+	uint64_t reserved;
+};
+
+/* A segment: header, then an open-addressing table of nslots slots. */
+struct health_map {
+	struct health_header hdr;
+	struct health_slot slots[];
+};
+
+_Static_assert(sizeof(struct health_header) == 128, "header is 128 bytes");
+_Static_assert(sizeof(struct health_slot) == 32, "slot is 32 bytes");
+
+/* What holds a store's counters. */
+enum store_kind {
+	STORE_SHM,  /* a SysV segment named by the name file */
+	STORE_ANON, /* private: anonymous shared memory (shared with forks) */
+	STORE_HEAP, /* private or zeroes: calloc, when mmap failed */
+};
+
+/*
+ * One attached set of counters of a cluster, with the slot of each of its
+ * replicas. A store a cluster moved away from stays mapped until the
+ * cluster's health is detached, because another thread may still be
+ * using it.
+ */
+struct store {
+	struct health_map *map; /* the counters */
+	size_t size;		/* bytes of map */
+	uint32_t nslots;	/* slots in map */
+	enum store_kind kind;
+	bool readonly;		 /* attached SHM_RDONLY, or zeroes */
+	int shmid;		 /* STORE_SHM: the segment */
+	uint64_t token;		 /* STORE_SHM: its token */
+	char *dir;		 /* state directory, or NULL */
+	char *label;		 /* rlb_health_path(): the name file,
+				  * maybe with " (absent)", or
+				  * "(private)" */
+	struct store *next;	 /* retired list of the cluster */
+	size_t nreplicas;	 /* entries of slot[] */
+	_Atomic uint32_t slot[]; /* per replica: index of its slot */
+};
+
+/*
+ * Where the state directory of a config is (rlb_dir_paths()), computed
+ * once per config and shared by its clusters.
+ */
+struct health_dirs {
+	_Atomic unsigned refs;
+	bool ok;	     /* want fits */
+	char want[PATH_MAX]; /* state_dir, XDG or the default */
+	char fb[PATH_MAX];   /* fallback of a squatted default, or "" */
+};
+
+/* How a cluster's health stands (rlb_health.mode). */
+enum health_mode {
+	HEALTH_UNATTACHED, /* not used yet: attached at first use */
+	HEALTH_SHARED,	   /* cur is the named segment */
+	HEALTH_PRIVATE,	   /* cur is private memory until the next load */
+	HEALTH_NONE,	   /* not even private memory could be had */
+};
+
+/*
+ * One cluster's view of its state (opaque outside this file): nothing
+ * but a few words until the cluster is first used (design.md §12.4).
+ */
+struct rlb_health {
+	_Atomic(struct store *) cur;	   /* NULL until attached */
+	struct store *retired;		   /* moved away from; busy flag */
+	unsigned nretired;		   /* entries of retired */
+	const struct rlb_cluster *cluster; /* whose health this is */
+	struct health_dirs *dirs;	   /* the state directory */
+	bool readonly;			 /* a look that writes nothing (§6) */
+	bool prune;			 /* prune at attach (a reload) */
+	_Atomic int mode;		 /* enum health_mode */
+	_Atomic bool grow_owed;		 /* a claim found no room */
+	_Atomic uint64_t dead_successor; /* one that could not be attached */
+	_Atomic int64_t checked_ms;	 /* coarse tick of the last check */
+	_Atomic int64_t follow_ms;	 /* next read of the name file */
+	_Atomic int64_t reclaim_ms;	 /* no reclaim before this */
+	_Atomic pid_t busy;		 /* process in a slow path, 0 if none */
+};
+
+/* Where a segment belongs: its cluster and state directory. */
+struct health_home {
+	uint64_t name_hash; /* rlb_cluster.name_hash */
+	uint64_t dir_dev;   /* state directory, 0 for private memory */
+	uint64_t dir_ino;
+};
+
+/* ------------------------------------------------------------------ */
+/* health_table.c */
+
+/* Add n to a shared counter, saturating at cap. */
+void rlb_table_add(_Atomic uint64_t *v, uint64_t n, uint64_t cap);
+/* Slots for n replicas: a power of 2 with load factor at most 1/2. */
+uint32_t rlb_table_slots(size_t n);
+/* Write a fresh header of a table of nslots slots (T and counter 0). */
+void rlb_table_header_init(struct health_map *m, uint32_t nslots,
+			   uint64_t token, const struct health_home *home);
+/*
+ * 0 if the header of a segment of size bytes is valid for token and
+ * name_hash, else -1 with the reason in why. The size is the segment's,
+ * fixed at its creation: reading within it cannot fault.
+ */
+int rlb_table_header_validate(const struct health_header *hdr, size_t size,
+			      uint64_t token, uint64_t name_hash, char *why,
+			      size_t whylen);
+/*
+ * Slot of id: the one holding it, else the first empty one on its probe
+ * path, claimed with a compare-and-swap. The counts of an empty slot are
+ * zero: nothing writes a slot before it holds a key. Returns the index,
+ * or -1 when the probe path has no room.
+ */
+long rlb_table_claim(struct health_map *m, uint32_t nslots, uint64_t id);
+/*
+ * Slot holding id, found along its probe path without claiming anything,
+ * or -1: an absent id reads as zero counts.
+ */
+long rlb_table_find(const struct health_map *m, uint32_t nslots, uint64_t id);
+/* Slots that hold a key or a tombstone. */
+size_t rlb_table_used(const struct health_map *m, uint32_t nslots);
+/* Slots that hold a live key. */
+size_t rlb_table_live(const struct health_map *m, uint32_t nslots);
+/*
+ * Drop every entry whose key is not one of c's replicas: a compare-and-
+ * swap to the tombstone, which no claim reuses, so a probe chain is never
+ * broken and a count added meanwhile lands in a dropped slot.
+ */
+void rlb_table_prune(struct health_map *m, uint32_t nslots,
+		     const struct rlb_cluster *c);
+/*
+ * Move every live count of from into to: each count is taken with an
+ * atomic exchange, so that any number of processes moving the same
+ * segment at once move each count exactly once. Errors are capped at cap.
+ * A count that finds no room in to is put back.
+ */
+void rlb_table_move(struct health_map *from, uint32_t from_slots,
+		    struct health_map *to, uint32_t to_slots, uint64_t cap);
+/* The error cap of c as a counter's bound. */
+uint64_t rlb_table_cap(const struct rlb_cluster *c);
+
+/* ------------------------------------------------------------------ */
+/* health_segment.c */
+
+/* Detach (or unmap, or free) s and free it; s may be NULL. */
+void rlb_segment_free(struct store *s);
+/* Remove the segment of s from the system, then detach and free s. */
+void rlb_segment_destroy(struct store *s);
+/*
+ * Why segment id (stat ds) must not be used, or NULL: ours by owner and
+ * creator, mode 0600, not removed.
+ */
+const char *rlb_segment_problem(const struct shmid_ds *ds, char *why,
+				size_t whylen);
+/*
+ * Attach segment id, named with token (or, with lo_only, a successor
+ * named by the low 32 bits of its token), as c's store, after the checks
+ * of rlb_segment_problem() and rlb_table_header_validate(). NULL with the
+ * reason in why.
+ */
+struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
+				 uint64_t token, bool lo_only, bool readonly,
+				 char *why, size_t whylen);
+/*
+ * A new segment of nslots slots for c, mode 0600, header written. NULL
+ * with the reason in why; *limit when the kernel's limits (shmmni,
+ * shmall, shmmax) refused it.
+ */
+struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
+				 const struct health_home *home, bool *limit,
+				 char *why, size_t whylen);
+/*
+ * Private memory for c (design.md §12.8): anonymous shared memory, so
+ * that forked children share it, else the heap; zeroes only (no header
+ * written) when readonly. NULL on ENOMEM.
+ */
+struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly);
+/*
+ * Follow the successors of first (a segment that a larger one replaced),
+ * at most HEALTH_MAX_HOPS: the last one that can be attached, or first
+ * itself. Read-write, each hop moves the counts of the segment it leaves
+ * into the next (rlb_table_move()). Stores passed on the way are freed;
+ * first stays the caller's.
+ */
+struct store *rlb_segment_follow(const struct rlb_cluster *c,
+				 struct store *first);
+/*
+ * Claim c's replicas in s and make room where the table is too full
+ * (grow()); prune when asked. Returns the store to use: s, or the
+ * successor it moved to. Stores made on the way are freed, except s,
+ * which stays the caller's.
+ */
+struct store *rlb_segment_settle(const struct rlb_cluster *c, struct store *s,
+				 int dirfd, const char *dir, const char *fname,
+				 bool prune);
+
+/* ------------------------------------------------------------------ */
+/* health_dir.c */
+
+/*
+ * Log a message once per process at level: the same text again (at a
+ * reload, a retry, another attach) goes out at debug level only.
+ */
+void rlb_dir_log_once(enum rlb_log_level level, const char *fmt, ...)
+	RLB_PRINTF(2, 3);
+/* Why st (of a state file or directory) must not be used, or NULL. */
+const char *rlb_dir_owner_problem(const struct stat *st, char *why,
+				  size_t whylen);
+/*
+ * fstat() fd (a state directory or file) into st and check its owner: 0,
+ * or -1 with the reason in why (an fstat error's text too).
+ */
+int rlb_dir_trusted(int fd, struct stat *st, char *why, size_t whylen);
+/*
+ * The state directory cfg asks for, into buf (design.md §5.8): state_dir
+ * (REPLICALB_STATE_DIR applied), else $XDG_RUNTIME_DIR/replicalb, else
+ * the default /tmp/replicalb-EUID; then *fb is the fallback for a default
+ * that another user took first, $HOME/.cache/replicalb, or "" when HOME
+ * is unknown (unset, relative, or ignored in secure mode). False when a
+ * path does not fit.
+ */
+bool rlb_dir_paths(const struct rlb_config *cfg, char *buf, size_t len,
+		   char *fb, size_t fblen);
+/* Whether dir is ours to use or to create (without opening it). */
+bool rlb_dir_usable(const char *dir);
+/*
+ * Open the state directory dir (created if missing) as a directory fd
+ * that passed the ownership checks, or -1 with the reason in why.
+ */
+int rlb_dir_open(const char *dir, char *why, size_t whylen);
+/*
+ * Open the state directory d names (with the fallback for a squatted
+ * default) into dir, or -1 after one warning (none when quiet).
+ */
+int rlb_dir_resolve(const struct health_dirs *d, char *dir, size_t len,
+		    bool quiet);
+/*
+ * File name of cluster `name`: NAME.state with bytes outside [a-z0-9._-]
+ * replaced by '_'; overlong names are cut and made unique by a hash, so
+ * that "NAME.state.corrupt-..." still fits NAME_MAX.
+ */
+void rlb_dir_file_name(const char *name, char *out, size_t outlen);
+/*
+ * Read the name file fname in dirfd: 0 with the segment it names, 1 when
+ * there is none, -1 when it is not a valid name file (why; *v2 when it is
+ * a state file of version 2). Read with pread, never mapped.
+ */
+int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
+		      bool *v2, struct stat *st, char *why, size_t whylen);
+/*
+ * Write a name file naming (id, token) as a new temporary file, then
+ * link it to fname (replace false: fails with EEXIST when a name exists,
+ * so that the first of processes starting together wins) or rename it
+ * over fname. 0, or -1 with errno.
+ */
+int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
+		       bool replace);
+/*
+ * Set aside the name file fname of dir (dirfd), found not valid (why):
+ * renamed NAME.state.corrupt-TIME-PID, or removed when it is a state file
+ * of version 2 (v2), whose 256 KiB nobody reads any more. Nothing is done
+ * when fname is no longer the file st described: another process replaced
+ * it meanwhile, and its file is read again.
+ */
+void rlb_dir_set_aside(int dirfd, const char *dir, const char *fname,
+		       const struct stat *st, bool v2, const char *why);
+
+/* ------------------------------------------------------------------ */
+/* health_attach.c */
+
+/* Whether s names a successor that this cluster has not tried in vain. */
+bool rlb_attach_successor_due(const struct rlb_health *h,
+			      const struct store *s);
+/*
+ * The slow part of rlb_attach_check(), once per tick: follow a successor at
+ * once, make room that a claim found missing, and read the name file
+ * again once a second.
+ */
+void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
+		     struct store *s, int64_t now, bool force);
+/*
+ * c's store for an operation that rlb_attach_check() does not start (a read
+ * within a selection, the counter): a successor published meanwhile by
+ * another process is followed at once, for one load of its field.
+ */
+struct store *rlb_attach_now(const struct rlb_cluster *c);
+/*
+ * At the start of each operation on c's state (a selection, an add, a
+ * reset, a look by replicalbctl): attach at first use, and at most once
+ * per tick of the coarse clock follow the state where it moved. Returns
+ * the store to use, or NULL. Keeps errno.
+ */
+struct store *rlb_attach_check(const struct rlb_cluster *c);
+
+#endif /* RLB_HEALTH_INTERNAL_H */

@@ -1,0 +1,379 @@
+/* health_segment.c - SysV segments and the stores that hold them (design.md
+ * §12.3, §12.8): checks, attach, create, private memory, successors and
+ * growth. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+
+#include "state/health_internal.h"
+
+static struct store *store_new(size_t nreplicas)
+{
+	struct store *s;
+
+	s = calloc(1, sizeof(*s) + nreplicas * sizeof(s->slot[0]));
+	if (!s)
+		return NULL;
+	s->shmid = -1;
+	s->nreplicas = nreplicas;
+	for (size_t i = 0; i < nreplicas; i++)
+		atomic_init(&s->slot[i], HEALTH_NO_SLOT);
+	return s;
+}
+
+void rlb_segment_free(struct store *s)
+{
+	if (!s)
+		return;
+	if (s->map) {
+		if (s->kind == STORE_SHM)
+			rlb_libc()->shmdt(s->map);
+		else if (s->kind == STORE_ANON)
+			rlb_libc()->munmap(s->map, s->size);
+		else
+			free(s->map);
+	}
+	free(s->dir);
+	free(s->label);
+	free(s);
+}
+
+void rlb_segment_destroy(struct store *s)
+{
+	if (s && s->kind == STORE_SHM)
+		rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
+	rlb_segment_free(s);
+}
+
+/* The successor field that names segment id with token. */
+static uint64_t successor_code(int id, uint64_t token)
+{
+	return ((uint64_t)(uint32_t)(id + 1) << 32) | (token & 0xffffffffu);
+}
+
+/*
+ * A random token: it tells a segment named by a name file from a segment
+ * that got the same id later, and a name file's from a forged one.
+ */
+static uint64_t new_token(void)
+{
+	uint64_t t = ((uint64_t)rlb_random_u32() << 32) | rlb_random_u32();
+
+	return t ? t : 1;
+}
+
+const char *rlb_segment_problem(const struct shmid_ds *ds, char *why,
+				size_t whylen)
+{
+	uid_t me = rlb_libc()->geteuid();
+
+	if (ds->shm_perm.uid != me || ds->shm_perm.cuid != me)
+		snprintf(why, whylen, "segment owned by uid %lu, made by %lu",
+			 (unsigned long)ds->shm_perm.uid,
+			 (unsigned long)ds->shm_perm.cuid);
+	else if ((ds->shm_perm.mode & 0777) != 0600)
+		snprintf(why, whylen, "segment mode %04o, expected 0600",
+			 (unsigned)(ds->shm_perm.mode & 0777));
+	else if (ds->shm_perm.mode & SHM_DEST)
+		snprintf(why, whylen, "segment removed");
+	else if (ds->shm_segsz < HEALTH_SIZE(HEALTH_MIN_SLOTS) ||
+		 ds->shm_segsz > HEALTH_SIZE(HEALTH_MAX_SLOTS))
+		snprintf(why, whylen, "segment of %zu bytes",
+			 (size_t)ds->shm_segsz);
+	else
+		return NULL;
+	return why;
+}
+
+struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
+				 uint64_t token, bool lo_only, bool readonly,
+				 char *why, size_t whylen)
+{
+	struct shmid_ds ds;
+	struct store *s;
+	void *map;
+
+	/* Stat before attaching: another user's segment is never mapped. */
+	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0) {
+		snprintf(why, whylen, "segment %d: %s", id,
+			 errno == EINVAL || errno == EIDRM ? "removed"
+							   : strerror(errno));
+		return NULL;
+	}
+	if (rlb_segment_problem(&ds, why, whylen))
+		return NULL;
+	map = rlb_libc()->shmat(id, NULL, readonly ? SHM_RDONLY : 0);
+	if (map == (void *)-1) {
+		snprintf(why, whylen, "segment %d: %s", id, strerror(errno));
+		return NULL;
+	}
+	/* The same segment still: the id may have been reused meanwhile. */
+	if (rlb_libc()->shmctl(id, IPC_STAT, &ds) != 0) {
+		snprintf(why, whylen, "segment %d: %s", id,
+			 errno == EINVAL || errno == EIDRM ? "removed"
+							   : strerror(errno));
+		goto out_detach;
+	}
+	if (rlb_segment_problem(&ds, why, whylen))
+		goto out_detach;
+	if (lo_only)
+		token = (((struct health_map *)map)->hdr.token &
+			 ~(uint64_t)0xffffffffu) |
+			(token & 0xffffffffu);
+	if (rlb_table_header_validate(&((struct health_map *)map)->hdr,
+				      ds.shm_segsz, token, c->name_hash, why,
+				      whylen) != 0)
+		goto out_detach;
+	s = store_new(c->nreplicas);
+	if (!s) {
+		snprintf(why, whylen, "%s", strerror(ENOMEM));
+		goto out_detach;
+	}
+	s->map = map;
+	s->size = ds.shm_segsz;
+	s->nslots = s->map->hdr.nslots;
+	s->kind = STORE_SHM;
+	s->readonly = readonly;
+	s->shmid = id;
+	s->token = token;
+	return s;
+
+out_detach:
+	rlb_libc()->shmdt(map);
+	return NULL;
+}
+
+struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
+				 const struct health_home *home, bool *limit,
+				 char *why, size_t whylen)
+{
+	size_t size = HEALTH_SIZE(nslots);
+	struct store *s = store_new(c->nreplicas);
+	void *map;
+	int id;
+
+	*limit = false;
+	if (!s) {
+		snprintf(why, whylen, "%s", strerror(ENOMEM));
+		return NULL;
+	}
+	id = rlb_libc()->shmget(IPC_PRIVATE, size, IPC_CREAT | IPC_EXCL | 0600);
+	if (id < 0) {
+		/* No size in the text: one warning for clusters of any size. */
+		*limit = errno == ENOSPC || errno == ENOMEM || errno == EINVAL;
+		snprintf(why, whylen,
+			 "cannot create a shared memory segment: %s%s",
+			 strerror(errno),
+			 *limit ? " (kernel.shmmni, shmall or shmmax)" : "");
+		free(s);
+		return NULL;
+	}
+	map = rlb_libc()->shmat(id, NULL, 0);
+	if (map == (void *)-1) {
+		snprintf(why, whylen, "segment %d: %s", id, strerror(errno));
+		rlb_libc()->shmctl(id, IPC_RMID, NULL);
+		free(s);
+		return NULL;
+	}
+	s->map = map;
+	s->size = size;
+	s->nslots = nslots;
+	s->kind = STORE_SHM;
+	s->shmid = id;
+	s->token = new_token();
+	rlb_table_header_init(s->map, nslots, s->token, home);
+	return s;
+}
+
+struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly)
+{
+	struct store *s = store_new(c->nreplicas);
+
+	if (!s)
+		return NULL;
+	s->nslots = rlb_table_slots(c->nreplicas);
+	s->size = HEALTH_SIZE(s->nslots);
+	s->kind = STORE_ANON;
+	s->readonly = readonly;
+	s->map = rlb_libc()->mmap(NULL, s->size, PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (s->map == MAP_FAILED) {
+		s->kind = STORE_HEAP;
+		s->map = calloc(1, s->size);
+		if (!s->map) {
+			free(s);
+			return NULL;
+		}
+	}
+	if (!readonly) {
+		struct health_home home = {c->name_hash, 0, 0};
+
+		rlb_table_header_init(s->map, s->nslots, 0, &home);
+		for (size_t i = 0; i < c->nreplicas; i++)
+			atomic_store(&s->slot[i],
+				     (uint32_t)rlb_table_claim(
+					     s->map, s->nslots,
+					     c->replicas[i].identity));
+	}
+	return s;
+}
+
+struct store *rlb_segment_follow(const struct rlb_cluster *c,
+				 struct store *first)
+{
+	struct store *s = first;
+	char why[160];
+
+	for (int hop = 0; hop < HEALTH_MAX_HOPS && s->kind == STORE_SHM;
+	     hop++) {
+		uint64_t code = atomic_load(&s->map->hdr.successor);
+		struct store *n;
+
+		if (!code)
+			break;
+		n = rlb_segment_attach(c, (int)(code >> 32) - 1, code, true,
+				       s->readonly, why, sizeof(why));
+		if (!n)
+			break;
+		if (!s->readonly)
+			rlb_table_move(s->map, s->nslots, n->map, n->nslots,
+				       rlb_table_cap(c));
+		if (s != first)
+			rlb_segment_free(s);
+		s = n;
+	}
+	return s;
+}
+
+/* Replicas of c that s has no slot for. */
+static size_t missing_replicas(const struct rlb_cluster *c,
+			       const struct store *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->nreplicas; i++)
+		n += rlb_table_find(s->map, s->nslots,
+				    c->replicas[i].identity) < 0;
+	return n;
+}
+
+/*
+ * A larger (or tombstone-free) successor of segment s, with c's replicas
+ * claimed (design.md §12.3): a new segment takes every live count of s,
+ * its T and its counter, and is published with a compare-and-swap of s's
+ * successor field; the winner renames the name file to it and removes s
+ * from the system (it lives on while attached). A process that loses the
+ * race moves what it took into the winner's segment and removes its own.
+ * NULL when nothing better can be had (s stays in use).
+ */
+static struct store *grow(const struct rlb_cluster *c, struct store *s,
+			  int dirfd, const char *dir, const char *fname)
+{
+	size_t need =
+		rlb_table_live(s->map, s->nslots) + missing_replicas(c, s);
+	uint32_t nslots = rlb_table_slots(need);
+	uint64_t code, expected = 0;
+	struct store *n, *m;
+	char why[200];
+	bool limit;
+
+	struct health_home home = {c->name_hash, s->map->hdr.dir_dev,
+				   s->map->hdr.dir_ino};
+
+	if (s->kind != STORE_SHM || s->readonly)
+		return NULL;
+	n = rlb_segment_create(c, nslots, &home, &limit, why, sizeof(why));
+	if (!n) {
+		rlb_dir_log_once(
+			RLB_LOG_WARNING,
+			"state of cluster %s cannot grow (%s): replicas "
+			"without a slot count nothing",
+			c->name, why);
+		return NULL;
+	}
+	atomic_store(&n->map->hdr.decay_time,
+		     atomic_load(&s->map->hdr.decay_time));
+	atomic_store(&n->map->hdr.rr_counter,
+		     atomic_load(&s->map->hdr.rr_counter));
+	for (size_t i = 0; i < c->nreplicas; i++)
+		rlb_table_claim(n->map, n->nslots, c->replicas[i].identity);
+	rlb_table_move(s->map, s->nslots, n->map, n->nslots, rlb_table_cap(c));
+	code = successor_code(n->shmid, n->token);
+	if (atomic_compare_exchange_strong(&s->map->hdr.successor, &expected,
+					   code)) {
+		struct stat st;
+		uint64_t token;
+		bool v2;
+		int id;
+
+		if (dirfd >= 0 &&
+		    rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
+				      sizeof(why)) == 0 &&
+		    id == s->shmid && token == s->token &&
+		    rlb_dir_name_write(dirfd, fname, n->shmid, n->token,
+				       true) == 0)
+			rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
+		/* Counts added to s while n was being filled. */
+		rlb_table_move(s->map, s->nslots, n->map, n->nslots,
+			       rlb_table_cap(c));
+		rlb_log(RLB_LOG_INFO,
+			"state of cluster %s moved to a segment of %u slots",
+			c->name, nslots);
+		return n;
+	}
+	m = rlb_segment_follow(c, s);
+	if (m == s) {
+		rlb_table_move(n->map, n->nslots, s->map, s->nslots,
+			       rlb_table_cap(c));
+		rlb_segment_destroy(n);
+		return NULL;
+	}
+	rlb_table_move(n->map, n->nslots, m->map, m->nslots, rlb_table_cap(c));
+	rlb_segment_destroy(n);
+	(void)dir;
+	return m;
+}
+
+struct store *rlb_segment_settle(const struct rlb_cluster *c, struct store *s,
+				 int dirfd, const char *dir, const char *fname,
+				 bool prune)
+{
+	struct store *cur = s;
+
+	for (int round = 0; round < HEALTH_TRIES; round++) {
+		size_t used, live;
+		bool room = true;
+		struct store *n;
+
+		for (size_t i = 0; i < c->nreplicas; i++) {
+			long idx = rlb_table_claim(cur->map, cur->nslots,
+						   c->replicas[i].identity);
+
+			if (idx < 0)
+				room = false;
+			else
+				atomic_store(&cur->slot[i], (uint32_t)idx);
+		}
+		used = rlb_table_used(cur->map, cur->nslots);
+		live = rlb_table_live(cur->map, cur->nslots);
+		if (room &&
+		    (used * 2 <= cur->nslots ||
+		     (rlb_table_slots(live) <= cur->nslots && used == live)))
+			break;
+		n = grow(c, cur, dirfd, dir, fname);
+		if (!n)
+			break;
+		if (cur != s)
+			rlb_segment_free(cur);
+		cur = n;
+	}
+	if (prune)
+		rlb_table_prune(cur->map, cur->nslots, c);
+	return cur;
+}
