@@ -3,7 +3,7 @@
 # includes only headers of its own folder and of folders below it, the
 # products (preload, ctl, and the NSS module to come) never include each
 # other, each folder has one header that the others include; and the
-# binaries hold only their own layers: no CLI code in libreplicalb.so, no
+# binaries hold only their own layers; no file is over 1,000 lines: no CLI code in libreplicalb.so, no
 # preload code in replicalbctl.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup nocanary
@@ -46,6 +46,14 @@ for dir in "$top_srcdir"/src/*/; do
 	done
 done
 check_eq "every include points down, products apart, one header a folder" "" "$bad"
+
+# Each file one module a reader can hold in their head.
+long=
+for f in "$top_srcdir"/src/*/*.[ch]; do
+	n=$(wc -l <"$f")
+	[ "$n" -le 1000 ] || long+="${f#"$top_srcdir"/} ($n lines) "
+done
+check_eq "no source file over 1,000 lines" "" "$long"
 
 # A layer's header includes exactly the one below it.
 check_eq "model.h builds on base.h" 'base/base.h' \
