@@ -2,9 +2,9 @@
 # layers.sh - the folders of src/ are the layers (design.md §10.1): a file
 # includes only headers of its own folder and of folders below it, the
 # products (preload, ctl, and the NSS module to come) never include each
-# other, each folder has one header that the others include; and the
-# binaries hold only their own layers; no file is over 1,000 lines: no CLI code in libreplicalb.so, no
-# preload code in replicalbctl.
+# other, each folder has one header that the others include, no file is
+# over 1,000 lines; and the binaries hold only their own layers: no CLI
+# code in libreplicalb.so, no preload code in replicalbctl.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup nocanary
 
