@@ -105,7 +105,8 @@ struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 		return NULL; /* longer than any virtual name can be */
 	/* Stored names are lowercase: fold only the query, ASCII only (a
 	 * locale's strncasecmp could fold 'I' to a dotless i). */
-	if (!cfg->index) {
+	/* A few names compare faster than one hash of the query. */
+	if (!cfg->index || cfg->nclusters <= 8) {
 		for (size_t i = 0; i < cfg->nclusters; i++)
 			if (name_is(cfg->clusters[i].name, name, len))
 				return &cfg->clusters[i];

@@ -60,32 +60,40 @@ static void tables_init(void)
 
 bool rlb_addr_to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
 {
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0,    0,
-					     0, 0, 0, 0, 0xff, 0xff};
-
 	if (!sa)
 		return false;
 	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
 		const struct sockaddr_in *in = (const void *)sa;
+		uint64_t w0 = 0;
 
+		memcpy(&w0, &in->sin_addr, 4); /* its bytes, then zeroes */
 		d->family = AF_INET;
 		d->port = in->sin_port;
-		memcpy(d->addr, &in->sin_addr, 4);
-		memset(d->addr + 4, 0, sizeof(d->addr) - 4);
+		d->w[0] = w0;
+		d->w[1] = 0;
 		return true;
 	}
 	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *in6 = (const void *)sa;
+		const uint8_t *p =
+			(const uint8_t *)&((const struct sockaddr_in6 *)sa)
+				->sin6_addr;
+		uint64_t w0, w1;
 
-		d->port = in6->sin6_port;
-		if (memcmp(&in6->sin6_addr, v4mapped, 12) == 0) {
-			d->family = AF_INET;
-			memcpy(d->addr, (const uint8_t *)&in6->sin6_addr + 12,
-			       4);
-			memset(d->addr + 4, 0, sizeof(d->addr) - 4);
+		memcpy(&w0, p, 8);
+		memcpy(&w1, p + 8, 8);
+		d->port = ((const struct sockaddr_in6 *)sa)->sin6_port;
+		if (w0 == 0 && p[8] == 0 && p[9] == 0 && p[10] == 0xff &&
+		    p[11] == 0xff) {
+			uint64_t v4 = 0;
+
+			memcpy(&v4, p + 12, 4);
+			d->family = AF_INET; /* v4-mapped: the IPv4 address */
+			d->w[0] = v4;
+			d->w[1] = 0;
 		} else {
 			d->family = AF_INET6;
-			memcpy(d->addr, &in6->sin6_addr, 16);
+			d->w[0] = w0;
+			d->w[1] = w1;
 		}
 		return true;
 	}
@@ -105,17 +113,13 @@ const char *rlb_addr_str(const struct dest *d, char *buf, size_t len)
 
 static size_t addr_home(const struct dest *d)
 {
-	uint64_t a, b;
-
-	memcpy(&a, d->addr, 8);
-	memcpy(&b, d->addr + 8, 8);
-	return rlb_addr_home_of(a, b, d->family);
+	return rlb_addr_home_of(d->w[0], d->w[1], d->family);
 }
 
 bool rlb_addr_same(const struct dest *a, const struct dest *b)
 {
-	return a->family == b->family &&
-	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+	return a->family == b->family && a->w[0] == b->w[0] &&
+	       a->w[1] == b->w[1];
 }
 
 /*

@@ -18,7 +18,13 @@
 struct dest {
 	uint8_t family; /* AF_INET or AF_INET6 */
 	uint16_t port;	/* network order */
-	uint8_t addr[16];
+	/* The address bytes (IPv4: 4, then zeroes), also as two words:
+	 * written and read as words, so that hashing a destination just
+	 * built reads whole stores (no store-forwarding stall). */
+	union {
+		uint8_t addr[16];
+		uint64_t w[2];
+	};
 };
 
 /* How connects to an address are made: the strictest of its owners'. */
@@ -82,12 +88,10 @@ rlb_addr_maybe_replica(const struct sockaddr *sa, socklen_t len)
 	if (!sa)
 		return false;
 	if (sa->sa_family == AF_INET) {
-		uint32_t v4;
-
 		if (len < sizeof(struct sockaddr_in))
 			return false;
-		memcpy(&v4, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-		a = v4;
+		/* Its bytes, then zeroes: the word rlb_addr_to_dest() makes. */
+		memcpy(&a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
 	} else if (sa->sa_family == AF_INET6) {
 		const uint8_t *p;
 
@@ -99,10 +103,8 @@ rlb_addr_maybe_replica(const struct sockaddr *sa, socklen_t len)
 		memcpy(&b, p + 8, 8);
 		if (a == 0 && p[8] == 0 && p[9] == 0 && p[10] == 0xff &&
 		    p[11] == 0xff) {
-			uint32_t v4;
-
-			memcpy(&v4, p + 12, 4);
-			a = v4; /* v4-mapped: the IPv4 address's home */
+			a = 0; /* v4-mapped: the IPv4 address's home */
+			memcpy(&a, p + 12, 4);
 			b = 0;
 		} else {
 			family = AF_INET6;
