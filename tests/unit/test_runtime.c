@@ -18,37 +18,12 @@
 #include <cmocka.h>
 
 #include "preload/preload.h"
+#include "clock.h"
 
 static char tmpdir[] = "/tmp/rlb-test-runtime-XXXXXX";
 static char path[256];
 static int err_pipe[2] = {-1, -1};
 
-/*
- * The clock through the seam (design.md §10.3): the real one moved on by
- * clock_shift_ms, so that a test waits for the library's clock, never
- * sleeps for it.
- */
-static int (*clock_real)(clockid_t clock, struct timespec *ts);
-static int64_t clock_shift_ms;
-
-static int shifted_now(clockid_t clock, struct timespec *ts)
-{
-	int rc = clock_real(clock, ts);
-	int64_t ns = ts->tv_nsec + clock_shift_ms % 1000 * 1000000;
-
-	ts->tv_sec += clock_shift_ms / 1000 + ns / 1000000000;
-	ts->tv_nsec = ns % 1000000000;
-	return rc;
-}
-
-static void clock_advance(int64_t ms)
-{
-	if (!clock_real) {
-		clock_real = rlb_libc()->now;
-		rlb_libc()->now = shifted_now;
-	}
-	clock_shift_ms += ms;
-}
 static int saved_stderr = -1;
 
 static void write_config(const char *policy, const char *extra)
@@ -125,7 +100,7 @@ static enum rlb_policy policy_in_force(void)
 static void edit_config(const char *policy, const char *extra)
 {
 	write_config(policy, extra);
-	clock_advance(1100);
+	test_clock_advance(1100);
 }
 
 /* In a child, before anything initialised the runtime. */
@@ -195,7 +170,7 @@ static void test_runtime_broken_edit_keeps_last_good(void **state)
 	assert_ptr_equal(strchr(err, '\n'), err + strlen(err) - 1);
 
 	/* Not reported again while the file stays as it is. */
-	clock_advance(1100);
+	test_clock_advance(1100);
 	rlb_runtime_release(rlb_runtime_acquire());
 	read_stderr(err, sizeof(err));
 	assert_string_equal(err, "");

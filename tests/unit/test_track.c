@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "preload/preload.h"
+#include "clock.h"
 
 #define TIMEOUT_MS 150
 
@@ -29,33 +30,6 @@ static int bound_closed = -1, bound_other = -1;
 static int fillers[4] = {-1, -1, -1, -1};
 static struct rlb_snapshot *snap;
 static struct rlb_cluster *cluster;
-
-/*
- * The clock through the seam (design.md §10.3): the real one moved on by
- * clock_shift_ms, so that a test waits for the library's clock, never
- * sleeps for it.
- */
-static int (*clock_real)(clockid_t clock, struct timespec *ts);
-static int64_t clock_shift_ms;
-
-static int shifted_now(clockid_t clock, struct timespec *ts)
-{
-	int rc = clock_real(clock, ts);
-	int64_t ns = ts->tv_nsec + clock_shift_ms % 1000 * 1000000;
-
-	ts->tv_sec += clock_shift_ms / 1000 + ns / 1000000000;
-	ts->tv_nsec = ns % 1000000000;
-	return rc;
-}
-
-static void clock_advance(int64_t ms)
-{
-	if (!clock_real) {
-		clock_real = rlb_libc()->now;
-		rlb_libc()->now = shifted_now;
-	}
-	clock_shift_ms += ms;
-}
 
 enum { R_REFUSER, R_BLACKHOLE, R_GOOD };
 
@@ -317,7 +291,7 @@ static void test_track_pending_abandoned_late_counts(void **state)
 
 	assert_int_equal(track_connect(fd, port_full), -1);
 	assert_int_equal(errno, EINPROGRESS);
-	clock_advance(TIMEOUT_MS + 50);
+	test_clock_advance(TIMEOUT_MS + 50);
 	rlb_track_close(fd);
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
@@ -376,7 +350,7 @@ static void test_track_reused_fd_not_blamed(void **state)
 	rlb_libc()->close(fd);
 	fd2 = tcp_socket(false);
 	assert_int_equal(fd2, fd);
-	clock_advance(TIMEOUT_MS + 50);
+	test_clock_advance(TIMEOUT_MS + 50);
 	rlb_track_close(fd2);
 	assert_int_equal(errors(R_BLACKHOLE), 0);
 }
