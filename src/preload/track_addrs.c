@@ -19,12 +19,13 @@ enum { SLOT_EMPTY, SLOT_WRITING, SLOT_READY };
 
 /*
  * One handed-out address of one replica. Written once, then published by
- * `state`; never removed (the table is bounded by the config's
- * replicas and their addresses), so readers need no lock. The connect
- * settings follow the config in force at the latest handout.
+ * `state`; never changed in a table but for the connect settings, which
+ * follow the config in force at the latest handout, so readers need no
+ * lock.
  */
 struct addr_slot {
 	_Atomic uint32_t state;
+	_Atomic uint32_t epoch;	    /* table_epoch of its latest handout */
 	struct dest d;		    /* port 0: any port (gethostbyname) */
 	uint64_t cluster;	    /* cluster name_hash */
 	uint64_t replica;	    /* replica identity */
@@ -34,28 +35,77 @@ struct addr_slot {
 	_Atomic int64_t failed_ms;  /* of the latest counted failure; 0 */
 };
 
-static struct addr_slot *addr_table;
+/*
+ * A table: the home bits first (rlb_addr_bits()), then the slots, open
+ * addressing from each address's home slot. A table is never changed
+ * under its readers' feet: when it fills up (3/4 of its slots), a new
+ * one takes over with the addresses handed out since the table before
+ * was replaced (the others were not resolved for that long), and the old
+ * one is unmapped a minute later, when no reader can be in it any more.
+ */
+struct addr_table {
+	_Atomic uint64_t home_bits[ADDR_SLOTS / 64];
+	_Atomic uint32_t used; /* slots claimed */
+	struct addr_slot slots[ADDR_SLOTS];
+};
+
+#define TABLE_FULL  (ADDR_SLOTS / 4 * 3) /* slots that call for a new one */
+#define RETIRE_MS   60000		 /* a replaced table's grace */
+#define RETIRED_MAX 8
+
+struct addr_table *_Atomic rlb_addr_table;
 atomic_bool rlb_addr_active;
-/* Bit h set: some handed-out address has home slot h. A connect() to an
- * address whose home bit is clear is no replica's: one load decides. */
-_Atomic uint64_t rlb_addr_home_bits[ADDR_SLOTS / 64];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 /* Set once tables_init() has run: resolutions skip pthread_once(). */
 static atomic_bool tables_ready;
+/* Advanced at each replacement; slots remember the latest they saw. */
+static _Atomic uint32_t table_epoch = 1;
+/* Replacing the table; tables replaced and when. */
+static pthread_mutex_t replace_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct retired {
+	struct addr_table *t;
+	int64_t at_ms;
+} retired[RETIRED_MAX];
+static atomic_uint replaced_count;
+static int64_t last_replace_ms = -1000000; /* under replace_lock */
+static bool warned_in_use;		   /* under replace_lock */
+static unsigned full_in_row;		   /* under replace_lock */
 
-static void tables_init(void)
+static struct addr_table *table_new(void)
 {
-	void *a = rlb_libc()->mmap(NULL, ADDR_SLOTS * sizeof(struct addr_slot),
+	void *t = rlb_libc()->mmap(NULL, sizeof(struct addr_table),
 				   PROT_READ | PROT_WRITE,
 				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
+	return t == MAP_FAILED ? NULL : t;
+}
+
+static void tables_init(void)
+{
+	struct addr_table *t = table_new();
+
 	rlb_pending_setup();
-	if (a == MAP_FAILED) {
+	if (!t) {
 		rlb_log(RLB_LOG_WARNING,
 			"no memory for connect tracking: errors not counted");
 		return;
 	}
-	addr_table = a;
+	atomic_store_explicit(&rlb_addr_table, t, memory_order_release);
+}
+
+void rlb_addr_fork_lock(void)
+{
+	pthread_mutex_lock(&replace_lock);
+}
+
+void rlb_addr_fork_unlock(void)
+{
+	pthread_mutex_unlock(&replace_lock);
+}
+
+unsigned rlb_addr_replaced(void)
+{
+	return atomic_load_explicit(&replaced_count, memory_order_relaxed);
 }
 
 bool rlb_addr_to_dest(const struct sockaddr *sa, socklen_t len, struct dest *d)
@@ -160,12 +210,169 @@ socklen_t rlb_addr_sockaddr(int fd, const struct dest *d,
 	return 0;
 }
 
+/* Set slot s of table t to hold d for (cluster, replica), claimed. */
+static void slot_fill(struct addr_table *t, struct addr_slot *s,
+		      const struct dest *d, uint64_t cluster, uint64_t replica,
+		      int64_t timeout_ms, uint32_t epoch)
+{
+	s->d = *d;
+	s->cluster = cluster;
+	s->replica = replica;
+	atomic_store_explicit(&s->timeout_ms, timeout_ms, memory_order_relaxed);
+	atomic_store_explicit(&s->epoch, epoch, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->used, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
+}
+
+/*
+ * Find or claim the slot of d for (cluster, replica) in t, its home bit
+ * set; NULL when every slot is taken. *fresh: claimed (and filled) now.
+ */
+static struct addr_slot *table_slot(struct addr_table *t, const struct dest *d,
+				    uint64_t cluster, uint64_t replica,
+				    int64_t timeout_ms, uint32_t epoch,
+				    bool *fresh)
+{
+	size_t home = addr_home(d);
+
+	*fresh = false;
+	if (!(atomic_load_explicit(&t->home_bits[home / 64],
+				   memory_order_relaxed) &
+	      (1ULL << (home % 64))))
+		atomic_fetch_or_explicit(&t->home_bits[home / 64],
+					 1ULL << (home % 64),
+					 memory_order_release);
+	for (size_t k = 0; k < ADDR_SLOTS; k++) {
+		struct addr_slot *s = &t->slots[(home + k) % ADDR_SLOTS];
+		uint32_t state =
+			atomic_load_explicit(&s->state, memory_order_acquire);
+
+		if (state == SLOT_READY) {
+			if (rlb_addr_same(&s->d, d) && s->d.port == d->port &&
+			    s->cluster == cluster && s->replica == replica)
+				return s;
+			continue;
+		}
+		if (state == SLOT_WRITING ||
+		    !atomic_compare_exchange_strong(&s->state, &state,
+						    SLOT_WRITING))
+			continue;
+		slot_fill(t, s, d, cluster, replica, timeout_ms, epoch);
+		*fresh = true;
+		return s;
+	}
+	return NULL;
+}
+
+/*
+ * Table t has filled up: a new one takes over with the addresses handed
+ * out since the last replacement (epoch), settings and failure times
+ * kept. One thread does it; the others go on with t meanwhile (what
+ * they add to it then is added to the new table at its next handout).
+ */
+static void table_replace(struct addr_table *t)
+{
+	uint32_t epoch =
+		atomic_load_explicit(&table_epoch, memory_order_relaxed);
+	int64_t now = rlb_monotonic_ms();
+	struct addr_table *n;
+	size_t kept = 0, k;
+
+	if (pthread_mutex_trylock(&replace_lock) != 0)
+		return;
+	/* At most one a second: a table in use by as many addresses as it
+	 * holds is not replaced again and again. */
+	if (atomic_load_explicit(&rlb_addr_table, memory_order_acquire) != t ||
+	    now - last_replace_ms < 1000 || !(n = table_new()))
+		goto out_unlock;
+	last_replace_ms = now;
+	for (k = 0; k < ADDR_SLOTS; k++) {
+		struct addr_slot *s = &t->slots[k], *c;
+		bool fresh;
+
+		if (atomic_load_explicit(&s->state, memory_order_acquire) !=
+			    SLOT_READY ||
+		    atomic_load_explicit(&s->epoch, memory_order_relaxed) !=
+			    epoch)
+			continue;
+		c = table_slot(n, &s->d, s->cluster, s->replica,
+			       atomic_load_explicit(&s->timeout_ms,
+						    memory_order_relaxed),
+			       epoch, &fresh);
+		if (!c)
+			break;
+		atomic_store_explicit(
+			&c->failover,
+			atomic_load_explicit(&s->failover,
+					     memory_order_relaxed),
+			memory_order_relaxed);
+		atomic_store_explicit(
+			&c->handout_ms,
+			atomic_load_explicit(&s->handout_ms,
+					     memory_order_relaxed),
+			memory_order_relaxed);
+		atomic_store_explicit(
+			&c->failed_ms,
+			atomic_load_explicit(&s->failed_ms,
+					     memory_order_relaxed),
+			memory_order_relaxed);
+		kept++;
+	}
+	if (kept >= TABLE_FULL) {
+		/*
+		 * Everything was handed out in this epoch (the first one
+		 * lasts until the table fills): start a new epoch, so that
+		 * the next attempt keeps what is handed out again from now
+		 * on. Only a second such attempt in a row means more
+		 * addresses in use than a table holds.
+		 */
+		rlb_libc()->munmap(n, sizeof(struct addr_table));
+		atomic_store_explicit(&table_epoch, epoch + 1,
+				      memory_order_relaxed);
+		if (full_in_row++ && !warned_in_use) {
+			warned_in_use = true;
+			rlb_log(RLB_LOG_WARNING,
+				"more than %d replica addresses in use: "
+				"connects to further ones are not counted",
+				TABLE_FULL);
+		}
+		goto out_unlock;
+	}
+	full_in_row = 0;
+	/* Copies keep the epoch that ended: handed out again, they move to
+	 * the new one; at the next replacement the others are dropped. */
+	atomic_store_explicit(&table_epoch, epoch + 1, memory_order_relaxed);
+	atomic_store_explicit(&rlb_addr_table, n, memory_order_release);
+	atomic_fetch_add_explicit(&replaced_count, 1, memory_order_relaxed);
+	rlb_log(RLB_LOG_INFO,
+		"table of handed-out addresses full: %zu in use kept, the "
+		"others dropped",
+		kept);
+	/* Unmap tables replaced long enough ago; keep t for its grace. */
+	for (k = 0; k < RETIRED_MAX; k++)
+		if (retired[k].t && now - retired[k].at_ms >= RETIRE_MS) {
+			rlb_libc()->munmap(retired[k].t,
+					   sizeof(struct addr_table));
+			retired[k].t = NULL;
+		}
+	for (k = 0; k < RETIRED_MAX && retired[k].t; k++)
+		;
+	if (k < RETIRED_MAX) {
+		retired[k].t = t;
+		retired[k].at_ms = now;
+	} /* else: t is never unmapped (a table a minute is 8 in 60 s) */
+out_unlock:
+	pthread_mutex_unlock(&replace_lock);
+}
+
 void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len)
 {
-	struct addr_slot *s = NULL;
+	struct addr_table *t;
+	struct addr_slot *s;
+	uint32_t epoch;
 	struct dest d;
-	size_t home, k;
+	bool fresh;
 
 	if (!rlb_addr_to_dest(sa, len, &d))
 		return;
@@ -174,51 +381,27 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		atomic_store_explicit(&tables_ready, true,
 				      memory_order_release);
 	}
-	if (!addr_table)
+	t = atomic_load_explicit(&rlb_addr_table, memory_order_acquire);
+	if (!t)
 		return;
-	home = addr_home(&d);
-	if (!(atomic_load_explicit(&rlb_addr_home_bits[home / 64],
-				   memory_order_relaxed) &
-	      (1ULL << (home % 64))))
-		atomic_fetch_or_explicit(&rlb_addr_home_bits[home / 64],
-					 1ULL << (home % 64),
-					 memory_order_release);
-	for (k = 0; k < ADDR_SLOTS; k++) {
-		uint32_t state;
-
-		s = &addr_table[(home + k) % ADDR_SLOTS];
-		state = atomic_load_explicit(&s->state, memory_order_acquire);
-		if (state == SLOT_READY) {
-			if (rlb_addr_same(&s->d, &d) && s->d.port == d.port &&
-			    s->cluster == c->name_hash &&
-			    s->replica == c->replicas[i].identity)
-				break;
-			continue;
-		}
-		if (state == SLOT_WRITING)
-			continue;
-		if (!atomic_compare_exchange_strong(&s->state, &state,
-						    SLOT_WRITING))
-			continue;
-		s->d = d;
-		s->cluster = c->name_hash;
-		s->replica = c->replicas[i].identity;
-		atomic_store_explicit(&s->timeout_ms, c->s.connect_timeout_ms,
-				      memory_order_relaxed);
-		atomic_store_explicit(&s->state, SLOT_READY,
-				      memory_order_release);
-		break;
-	}
-	if (k == ADDR_SLOTS) {
+	epoch = atomic_load_explicit(&table_epoch, memory_order_relaxed);
+	s = table_slot(t, &d, c->name_hash, c->replicas[i].identity,
+		       c->s.connect_timeout_ms, epoch, &fresh);
+	if (!s) {
 		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");
 	} else {
 		/*
 		 * Read-mostly: every resolution of every thread hands the
 		 * same addresses out again, so a slot is written only when
-		 * something changed (a reload), never as a matter of course
-		 * (a shared cache line written per resolution would not let
-		 * two threads resolve any faster than one).
+		 * something changed (a reload, a new epoch), never as a
+		 * matter of course (a shared cache line written per
+		 * resolution would not let two threads resolve any faster
+		 * than one).
 		 */
+		if (atomic_load_explicit(&s->epoch, memory_order_relaxed) !=
+		    epoch)
+			atomic_store_explicit(&s->epoch, epoch,
+					      memory_order_relaxed);
 		if (atomic_load_explicit(&s->timeout_ms,
 					 memory_order_relaxed) !=
 		    c->s.connect_timeout_ms)
@@ -239,6 +422,9 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 					      rlb_monotonic_ms(),
 					      memory_order_relaxed);
 	}
+	if ((fresh || !s) &&
+	    atomic_load_explicit(&t->used, memory_order_relaxed) >= TABLE_FULL)
+		table_replace(t);
 	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed))
 		atomic_store_explicit(&rlb_addr_active, true,
 				      memory_order_release);
@@ -254,17 +440,18 @@ size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
 		       struct conn_policy *pol)
 {
 	size_t home = addr_home(d), n = 0;
+	struct addr_table *tab =
+		atomic_load_explicit(&rlb_addr_table, memory_order_acquire);
 
 	pol->timeout_ms = 0;
 	pol->failover = false;
 	pol->stale = false;
-	if (!addr_table ||
-	    !(atomic_load_explicit(&rlb_addr_home_bits[home / 64],
-				   memory_order_acquire) &
-	      (1ULL << (home % 64))))
+	if (!tab || !(atomic_load_explicit(&tab->home_bits[home / 64],
+					   memory_order_acquire) &
+		      (1ULL << (home % 64))))
 		return 0;
 	for (size_t k = 0; k < ADDR_SLOTS; k++) {
-		struct addr_slot *s = &addr_table[(home + k) % ADDR_SLOTS];
+		struct addr_slot *s = &tab->slots[(home + k) % ADDR_SLOTS];
 		uint32_t state =
 			atomic_load_explicit(&s->state, memory_order_acquire);
 		int64_t t;

@@ -59,8 +59,24 @@ struct fd_slot {
 
 /* track_addrs.c */
 
-/* Bit h set: some handed-out address has home slot h (§11.2). */
-extern _Atomic uint64_t rlb_addr_home_bits[ADDR_SLOTS / 64];
+/*
+ * The table of handed-out addresses in force: its home bits (bit h set:
+ * some address in it has home slot h, §11.2) come first, so a connect()
+ * reads one pointer and one word. Replaced whole when it fills up
+ * (track_addrs.c); NULL until the first handout.
+ */
+struct addr_table;
+extern struct addr_table *_Atomic rlb_addr_table;
+/* Fork handler hooks for the table's replacement lock (track_pending.c). */
+void rlb_addr_fork_lock(void);
+void rlb_addr_fork_unlock(void);
+/* How many times the table was replaced (tests). */
+unsigned rlb_addr_replaced(void);
+/* The home bits of table t. */
+static inline const _Atomic uint64_t *rlb_addr_bits(const struct addr_table *t)
+{
+	return (const _Atomic uint64_t *)(const void *)t;
+}
 /* Some address was handed out: connects must be looked at. */
 extern atomic_bool rlb_addr_active;
 
@@ -83,6 +99,7 @@ rlb_addr_maybe_replica(const struct sockaddr *sa, socklen_t len)
 {
 	uint64_t a = 0, b = 0;
 	int family = AF_INET;
+	const struct addr_table *t;
 	size_t home;
 
 	if (!sa)
@@ -113,9 +130,10 @@ rlb_addr_maybe_replica(const struct sockaddr *sa, socklen_t len)
 		return false;
 	}
 	home = rlb_addr_home_of(a, b, family);
-	return atomic_load_explicit(&rlb_addr_home_bits[home / 64],
-				    memory_order_relaxed) &
-	       (1ULL << (home % 64));
+	t = atomic_load_explicit(&rlb_addr_table, memory_order_acquire);
+	return t && (atomic_load_explicit(&rlb_addr_bits(t)[home / 64],
+					  memory_order_relaxed) &
+		     (1ULL << (home % 64)));
 }
 
 /* sa as a destination; false when it is no IP address. */

@@ -53,12 +53,14 @@ static _Atomic pid_t owner_pid;
 
 void rlb_track_fork_lock(void)
 {
+	rlb_addr_fork_lock();
 	pthread_mutex_lock(&moves_lock);
 }
 
 void rlb_track_fork_unlock(void)
 {
 	pthread_mutex_unlock(&moves_lock);
+	rlb_addr_fork_unlock();
 }
 
 void rlb_track_after_fork_child(void)

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "preload/preload.h"
+#include "preload/track_internal.h" /* rlb_addr_replaced() */
 #include "clock.h"
 
 #define TIMEOUT_MS 150
@@ -450,6 +451,42 @@ static void test_track_repeat_blocking_times_out(void **state)
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
 
+/*
+ * Replica churn: a long-lived process handed out far more addresses than
+ * the table holds, over time, still attributes a failure to an address
+ * handed out last. Each round hands out 6,000 addresses never used
+ * again (127.200.x.y, nothing connects to them), a second apart: 60,000
+ * in all, more than three tables' worth.
+ */
+static void test_track_table_lives_with_churn(void **state)
+{
+	unsigned before = rlb_addr_replaced();
+	struct sockaddr_in sin = loopback(port_closed);
+	int fd;
+
+	for (int round = 0; round < 10; round++) {
+		for (int k = 0; k < 6000; k++) {
+			struct sockaddr_in fake = {.sin_family = AF_INET};
+
+			fake.sin_addr.s_addr = htonl(
+				0x7fc80000u | (uint32_t)(round << 14 | k));
+			fake.sin_port = htons(9);
+			rlb_track_handout(cluster, R_GOOD, (void *)&fake,
+					  sizeof(fake));
+		}
+		test_clock_advance(1100);
+	}
+	assert_true(rlb_addr_replaced() - before >= 3);
+	/* A new address of the refusing replica, handed out now. */
+	sin.sin_addr.s_addr = htonl(0x7f000009);
+	rlb_track_handout(cluster, R_REFUSER, (void *)&sin, sizeof(sin));
+	fd = tcp_socket(false);
+	assert_int_equal(rlb_track_connect(fd, (void *)&sin, sizeof(sin)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_REFUSER), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -480,6 +517,8 @@ int main(void)
 		cmocka_unit_test_setup(test_track_established_reset_not_counted,
 				       handout),
 		cmocka_unit_test_setup(test_track_repeat_blocking_times_out,
+				       handout),
+		cmocka_unit_test_setup(test_track_table_lives_with_churn,
 				       handout),
 	};
 
