@@ -31,7 +31,7 @@ fi
 ip link set lo up
 rlb_setup nocanary
 CONNLIFE=$top_builddir/tests/helpers/connlife
-ROUNDS=${RLB_LIFE_ROUNDS:-120}
+ROUNDS=${RLB_LIFE_ROUNDS:-200}
 
 PORT=$(free_port)
 nft -f - <<EOF || fail "nftables rules"
