@@ -93,6 +93,9 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	rlb_libc_reset();
+	/* State segments outlive the directory whose files name them. */
+	if (f->snap)
+		rlb_health_remove_state(f->snap->cfg, true, NULL);
 	rlb_snapshot_put(f->snap);
 	close(f->listener);
 	close(f->refuser);
@@ -361,6 +364,7 @@ static void test_probe_fd_limit_batches(void **state)
 				bad++;
 		free(res);
 		free(text);
+		rlb_health_remove_state(cfg, true, NULL);
 		rlb_snapshot_put(f->snap);
 		_exit(bad > 99 ? 99 : bad);
 	}
