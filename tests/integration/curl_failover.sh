@@ -147,6 +147,10 @@ check_eq "corrupt state file: curl still fails over" "replica=r2" \
 	"$(rcurl "http://demo.cluster:$HPORT/")"
 check_eq "corrupt state file: the new count is 1" "1" \
 	"$(replica_errors demo.cluster 127.0.0.2)"
+# The segment the corrupted file named is nobody's now: remove-state
+# finds it (by the directory its header names) and removes it.
+check_match "remove-state removes the segment no file names" \
+	"named by no state file" "$(rlbctl remove-state 2>&1)"
 start_replica r1 127.0.0.2 "$HPORT" http || fail "restart r1"
 rlbctl reset >/dev/null 2>&1
 
