@@ -41,11 +41,14 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 {
 	struct health_home home = {c->name_hash, 0, 0};
 	struct stat dst;
+	int dir_err = 0;
 
 	*limit = false;
 	if (rlb_libc()->fstat(dirfd, &dst) == 0) {
 		home.dir_dev = (uint64_t)dst.st_dev;
 		home.dir_ino = (uint64_t)dst.st_ino;
+	} else {
+		dir_err = errno;
 	}
 	for (int tries = 0; tries <= HEALTH_TRIES; tries++) {
 		struct stat st;
@@ -72,6 +75,13 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 			continue;
 		}
 		s = mine;
+		/* A segment names its directory, for remove-state to find
+		 * it should its name file go: none without one. */
+		if (!s && dir_err) {
+			snprintf(why, whylen, "cannot stat its directory: %s",
+				 strerror(dir_err));
+			return NULL;
+		}
 		if (!s &&
 		    !(s = rlb_segment_create(c, rlb_table_slots(c->nreplicas),
 					     &home, limit, why, whylen)))
