@@ -70,6 +70,9 @@ struct rlb_settings {
 	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
 	bool connect_failover; /* move a failed connect on (design.md §5.4) */
+	int64_t dns_hold_nx;	      /* s an NXDOMAIN keeps DNS members */
+	int64_t dns_refresh_floor_ms; /* DNS membership asked at most this
+				       * often (design.md §13) */
 };
 
 /* An IP address literal, parsed once at config load. */
@@ -78,8 +81,20 @@ struct rlb_addr {
 	uint8_t bytes[16]; /* 4 or 16 bytes, network order */
 };
 
+/* Where a replica came from (design.md §13). */
+enum rlb_replica_source {
+	RLB_SOURCE_CONFIG, /* the cluster's replicas list */
+	RLB_SOURCE_SRV,	   /* a target of the cluster's srv name */
+	RLB_SOURCE_DNS,	   /* an address of the cluster's dns name */
+};
+
+/* "config", "srv" or "dns". */
+const char *rlb_replica_source_name(enum rlb_replica_source s);
+
 struct rlb_replica {
-	char *host;	  /* host string as written, no port/brackets */
+	char *host;	  /* host string as written, no port/brackets;
+			   * an SRV target; a dns address's reverse name
+			   * or its text */
 	int port;	  /* replica's, else cluster's port; 0: caller's */
 	int64_t priority; /* config priority, default 1, lower preferred */
 	char **pinned;	  /* npinned address literals; skip DNS if any */
@@ -91,6 +106,8 @@ struct rlb_replica {
 	uint64_t identity; /* rlb_hash64 of lowercase host + port: the
 			    * key of its health state across reloads */
 	int line;	   /* config line, for messages */
+	enum rlb_replica_source source;
+	uint16_t weight; /* SRV weight (RFC 2782), else 0 */
 };
 
 struct rlb_health;
@@ -103,6 +120,12 @@ struct rlb_cluster {
 	int port;	       /* cluster port or 0 */
 	size_t nreplicas;      /* 1 .. RLB_MAX_REPLICAS */
 	struct rlb_replica *replicas;
+	/* DNS membership sources (design.md §13), absolute names with the
+	 * trailing dot, or NULL. A cluster with one may have no replicas
+	 * until its first answer. */
+	char *srv;
+	char *dns;
+	size_t nstatic; /* replicas[0 .. nstatic) are the config's */
 	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
 	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
 	struct rlb_health *health; /* shared state, once attached */
@@ -207,5 +230,69 @@ bool rlb_config_changed(const struct rlb_config *cfg);
 bool rlb_config_files_changed(const struct rlb_config_files *files);
 /* Free what files holds and empty it; files itself is the caller's. */
 void rlb_config_files_free(struct rlb_config_files *files);
+
+/* ------------------------------------------------------------------ */
+/* dnsmsg.c */
+
+/*
+ * DNS messages (RFC 1035 §4, RFC 2782, RFC 3596) as membership reads them:
+ * the answer to one question, its records of the asked type. Pure: no
+ * I/O, no resolver state; every length and pointer of the wire format is
+ * checked, so that any byte string is safe to parse (fuzzed).
+ */
+#define RLB_DNS_T_A    1
+#define RLB_DNS_T_AAAA 28
+#define RLB_DNS_T_SRV  33
+#define RLB_DNS_T_CNAME 5
+
+#define RLB_DNS_RCODE_NOERROR  0
+#define RLB_DNS_RCODE_SERVFAIL 2
+#define RLB_DNS_RCODE_NXDOMAIN 3
+
+/* One record of the answer: an address (A, AAAA) or a service (SRV). */
+struct rlb_dns_record {
+	uint16_t type;	   /* RLB_DNS_T_A, _AAAA or _SRV */
+	uint32_t ttl;	   /* seconds, as the server sent it */
+	struct rlb_addr addr; /* A, AAAA */
+	uint16_t priority; /* SRV */
+	uint16_t weight;   /* SRV */
+	uint16_t port;	   /* SRV, host order */
+	/* SRV: the target, lowercase, no trailing dot ("" for "."). A and
+	 * AAAA: the owner name, same form (so that additional records can
+	 * be matched with SRV targets). */
+	char name[RLB_MAX_HOST + 1];
+};
+
+/* A parsed answer. */
+struct rlb_dns_reply {
+	int rcode;	 /* RLB_DNS_RCODE_* or another RCODE */
+	bool truncated;	 /* TC was set */
+	size_t nanswer;	 /* records[0 .. nanswer): the answer section's
+			  * records of the asked type owned by the asked
+			  * name or a CNAME it leads to */
+	size_t n;	 /* then the additional section's A and AAAA */
+	struct rlb_dns_record *records; /* malloc'd; n entries */
+	uint32_t min_ttl; /* smallest TTL of the answer records (and of the
+			   * CNAMEs followed); UINT32_MAX when none */
+};
+
+/*
+ * Parse msg[0 .. len) as the answer to (qname, qtype): qname without or
+ * with a trailing dot, compared case-insensitively with the question and
+ * the owners. Returns 0 and fills *out (free with rlb_dns_reply_free()),
+ * -EINVAL when the message is malformed, not a response, or not to this
+ * question (nothing in *out), or -ENOMEM. Records of other types and
+ * classes are skipped; a malformed record fails the whole message, as a
+ * resolver would.
+ */
+int rlb_dns_parse(const uint8_t *msg, size_t len, const char *qname,
+		  uint16_t qtype, struct rlb_dns_reply *out);
+void rlb_dns_reply_free(struct rlb_dns_reply *r);
+/*
+ * Whether s is a domain name membership may ask about: labels of 1..63
+ * bytes of letters, digits, '-' and '_', joined by single dots, at most
+ * 253 bytes, one trailing dot allowed.
+ */
+bool rlb_dns_name_valid(const char *s);
 
 #endif /* RLB_MODEL_H */
