@@ -7,6 +7,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <resolv.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -273,6 +275,17 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
 	X(long, futex, (uint32_t *word, int op, uint32_t val,                  \
 		const struct timespec *timeout), (word, op, val, timeout))     \
 	X(void, syslog, (int prio, const char *msg), (prio, msg))              \
+	X(int, pthread_create, (pthread_t *t, const pthread_attr_t *attr,      \
+		void *(*fn)(void *), void *arg), (t, attr, fn, arg))           \
+	/* DNS membership: libc's resolver, its own sockets unhooked */        \
+	X(int, res_ninit, (res_state st), (st))                                \
+	X(int, res_nmkquery, (res_state st, int op, const char *name,          \
+		int class, int type, const unsigned char *data, int datalen,   \
+		const unsigned char *newrr, unsigned char *buf, int buflen),   \
+		(st, op, name, class, type, data, datalen, newrr, buf, buflen))\
+	X(int, res_nsend, (res_state st, const unsigned char *msg, int len,    \
+		unsigned char *ans, int anslen), (st, msg, len, ans, anslen))  \
+	X(void, res_nclose, (res_state st), (st))                              \
 	/* the clock: clock_gettime() */                                       \
 	X(int, now, (clockid_t clock, struct timespec *ts), (clock, ts))
 /* clang-format on */

@@ -1,4 +1,5 @@
-/* ctl/ctl.h - replicalbctl: probing replicas (probe.c). */
+/* ctl/ctl.h - replicalbctl: probing replicas (probe.c), showing clusters and
+ * their DNS members (show.c). */
 #ifndef RLB_CTL_H
 #define RLB_CTL_H
 
@@ -48,5 +49,25 @@ struct rlb_probe_result {
  * or NULL when out of memory.
  */
 struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults);
+
+/* ------------------------------------------------------------------ */
+/* show.c */
+
+/*
+ * Ask the sources of every DNS cluster of cfg (a loaded config, not yet
+ * a snapshot's) once, and add their members to it, as the library would
+ * (design.md §15). Kept for the lines below until
+ * rlb_ctl_free_members(). False when out of memory.
+ */
+bool rlb_ctl_ask_members(struct rlb_config *cfg);
+void rlb_ctl_free_members(void);
+/* One line per DNS question of c: what it answered (with_age: when). */
+void rlb_ctl_print_dns(const struct rlb_cluster *c, const char *indent,
+		       bool with_age);
+/* s as a JSON string, quotes included; bytes >= 0x80 pass as UTF-8. */
+void rlb_ctl_json_string(const char *s);
+/* `status --json`'s object of c, and its table, at wall time now. */
+void rlb_ctl_json_cluster(const struct rlb_cluster *c, int64_t now);
+void rlb_ctl_table_cluster(const struct rlb_cluster *c, int64_t now);
 
 #endif /* RLB_CTL_H */

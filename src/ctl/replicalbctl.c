@@ -27,9 +27,6 @@
 /* Room for "[host]:port". */
 #define CTL_LABEL_MAX (RLB_MAX_HOST + 16)
 
-/* Minimum width of the HOST column of `status`. */
-#define CTL_HOST_COLUMN 25
-
 /* The command line after parsing. */
 struct ctl_opts {
 	const char *config;   /* -c FILE or NULL */
@@ -300,9 +297,14 @@ static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
 	for (size_t k = 0; k < cfg->nclusters; k++) {
 		const struct rlb_cluster *c = &cfg->clusters[k];
 
-		printf("%s: %s, %zu replica%s\n", c->name,
+		printf("%s: %s, %zu replica%s", c->name,
 		       rlb_policy_name(c->s.load_balancing), c->nreplicas,
 		       c->nreplicas == 1 ? "" : "s");
+		if (c->srv || c->dns)
+			printf(" (%zu from config, %zu from DNS)", c->nstatic,
+			       c->nreplicas - c->nstatic);
+		putchar('\n');
+		rlb_ctl_print_dns(c, "  ", false);
 	}
 	puts("ok");
 	return 0;
@@ -329,6 +331,11 @@ static void print_replica_detail(const struct rlb_cluster *c,
 			  sizeof(text));
 		printf("%s%s", k ? "," : "", text);
 	}
+	/* Where it came from, where it may come from elsewhere. */
+	if (c->srv || c->dns)
+		printf(" source=%s", rlb_replica_source_name(r->source));
+	if (r->source == RLB_SOURCE_SRV)
+		printf(" weight=%u", r->weight);
 	putchar('\n');
 }
 
@@ -359,132 +366,11 @@ static int cmd_resolve(struct rlb_config *cfg, const struct ctl_opts *o)
 		putchar('\n');
 		for (size_t k = 0; verbose && k < sel->n; k++)
 			print_replica_detail(c, sel, sel->order[k]);
+		if (verbose)
+			rlb_ctl_print_dns(c, "  ", true);
 	}
 	free(sel);
 	return 0;
-}
-
-/* s as a JSON string, quotes included; bytes >= 0x80 pass as UTF-8. */
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '"':
-			fputs("\\\"", stdout);
-			break;
-		case '\\':
-			fputs("\\\\", stdout);
-			break;
-		case '\n':
-			fputs("\\n", stdout);
-			break;
-		case '\r':
-			fputs("\\r", stdout);
-			break;
-		case '\t':
-			fputs("\\t", stdout);
-			break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				printf("\\u%04x", *p);
-			else
-				putchar(*p);
-		}
-	}
-	putchar('"');
-}
-
-/*
- * "state_file" as the path alone, and "state_file_use" saying how it is
- * used: "shared", "absent" (no file yet: reads as zeros) or "private".
- */
-static void status_json_state_file(const char *path)
-{
-	static const char *const tags[] = {" (absent)", " (private)"};
-	size_t len = strlen(path);
-	const char *use = "shared";
-	char *bare;
-
-	if (strcmp(path, "(private)") == 0) {
-		use = "private";
-	} else {
-		for (size_t k = 0; k < 2; k++) {
-			size_t t = strlen(tags[k]);
-
-			if (len > t && strcmp(path + len - t, tags[k]) == 0) {
-				len -= t;
-				use = k ? "private" : "absent";
-			}
-		}
-	}
-	fputs(", \"state_file\": ", stdout);
-	bare = strndup(path, len);
-	json_string(bare ? bare : path);
-	free(bare);
-	printf(", \"state_file_use\": \"%s\"", use);
-}
-
-static void status_json_cluster(const struct rlb_cluster *c, int64_t now)
-{
-	fputs("{\"name\": ", stdout);
-	json_string(c->name);
-	fputs(", \"load_balancing\": ", stdout);
-	json_string(rlb_policy_name(c->s.load_balancing));
-	status_json_state_file(rlb_health_path(c->health));
-	printf(", \"half_life\": %" PRId64 ", \"error_cap\": %" PRId64
-	       ", \"max_ignored_errors\": %" PRId64
-	       ", \"decay_time\": %" PRId64,
-	       c->s.half_life, c->s.error_cap, c->s.max_ignored_errors,
-	       rlb_health_decay_time(c));
-	fputs(", \"replicas\": [", stdout);
-	for (size_t i = 0; i < c->nreplicas; i++) {
-		const struct rlb_replica *r = &c->replicas[i];
-
-		fputs(i ? ", {\"host\": " : "{\"host\": ", stdout);
-		json_string(r->host);
-		if (r->port)
-			printf(", \"port\": %d", r->port);
-		else
-			fputs(", \"port\": null", stdout);
-		printf(", \"priority\": %" PRId64 ", \"errors\": %" PRIu64
-		       ", \"slowdowns\": %" PRIu64
-		       ", \"recovery_seconds\": %" PRId64 "}",
-		       r->priority, rlb_health_errors(c, i, now, true),
-		       rlb_health_slowdowns(c, i, now, true),
-		       rlb_health_recovery_seconds(c, i, now));
-	}
-	fputs("]}", stdout);
-}
-
-static void status_table_cluster(const struct rlb_cluster *c, int64_t now)
-{
-	int hostw = CTL_HOST_COLUMN;
-
-	for (size_t i = 0; i < c->nreplicas; i++) {
-		int len = (int)strlen(c->replicas[i].host);
-
-		if (len > hostw)
-			hostw = len;
-	}
-	printf("CLUSTER %s  policy %s  state %s\n", c->name,
-	       rlb_policy_name(c->s.load_balancing),
-	       rlb_health_path(c->health));
-	printf("  %-*s %5s %5s %7s %9s %11s\n", hostw, "HOST", "PORT", "PRIO",
-	       "ERRORS", "SLOWDOWNS", "RECOVERY_S");
-	for (size_t i = 0; i < c->nreplicas; i++) {
-		const struct rlb_replica *r = &c->replicas[i];
-		char port[8] = "-";
-
-		if (r->port)
-			snprintf(port, sizeof(port), "%d", r->port);
-		printf("  %-*s %5s %5" PRId64 " %7" PRIu64 " %9" PRIu64
-		       " %11" PRId64 "\n",
-		       hostw, r->host, port, r->priority,
-		       rlb_health_errors(c, i, now, true),
-		       rlb_health_slowdowns(c, i, now, true),
-		       rlb_health_recovery_seconds(c, i, now));
-	}
 }
 
 static int cmd_status(struct rlb_config *cfg, const struct ctl_opts *o)
@@ -508,10 +394,10 @@ static int cmd_status(struct rlb_config *cfg, const struct ctl_opts *o)
 			continue;
 		if (json) {
 			fputs(first ? "" : ", ", stdout);
-			status_json_cluster(c, now);
+			rlb_ctl_json_cluster(c, now);
 		} else {
 			fputs(first ? "" : "\n", stdout);
-			status_table_cluster(c, now);
+			rlb_ctl_table_cluster(c, now);
 		}
 		first = false;
 	}
@@ -618,16 +504,16 @@ static void probe_print(const struct rlb_config *cfg,
 			continue;
 		}
 		fputs(k ? ", {\"cluster\": " : "{\"cluster\": ", stdout);
-		json_string(c->name);
+		rlb_ctl_json_string(c->name);
 		fputs(", \"host\": ", stdout);
-		json_string(c->replicas[r->replica].host);
+		rlb_ctl_json_string(c->replicas[r->replica].host);
 		if (r->port)
 			printf(", \"port\": %d", r->port);
 		else
 			fputs(", \"port\": null", stdout);
 		fputs(", \"address\": ", stdout);
 		if (r->address[0])
-			json_string(r->address);
+			rlb_ctl_json_string(r->address);
 		else
 			fputs("null", stdout);
 		printf(", \"ok\": %s, \"ms\": ",
@@ -644,7 +530,7 @@ static void probe_print(const struct rlb_config *cfg,
 		       r->outcome == RLB_PROBE_LOCAL ? "true" : "false");
 		fputs(", \"error\": ", stdout);
 		if (why)
-			json_string(why);
+			rlb_ctl_json_string(why);
 		else
 			fputs("null", stdout);
 		putchar('}');
@@ -961,6 +847,10 @@ int main(int argc, char **argv)
 			goto out;
 		/* Our own messages go to the terminal, whatever log_target. */
 		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
+		if (!rlb_ctl_ask_members(cfg)) {
+			ctl_error("out of memory");
+			goto out;
+		}
 	}
 	if (cmd->needs == CTL_NEEDS_LOOK || (o.given & CTL_OPT_PEEK)) {
 		/* Reading never creates or changes a state file. */
@@ -980,10 +870,10 @@ int main(int argc, char **argv)
 		}
 	}
 	rc = cmd->run(snap ? snap->cfg : cfg, &o);
-	rlb_snapshot_put(snap);
-	if (cfg)
-		rlb_config_free(cfg);
 out:
+	rlb_snapshot_put(snap);
+	rlb_config_free(cfg);
+	rlb_ctl_free_members();
 	free(o.args);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		ctl_error("write error: %s", strerror(errno));

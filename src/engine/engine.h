@@ -174,4 +174,114 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 	       const struct rlb_resolver *res,
 	       const struct rlb_answer_sink *sink, const char **first);
 
+/* ------------------------------------------------------------------ */
+/* members.c */
+
+/* What asking one name, or a refresh, gave (design.md §15). */
+enum rlb_dns_outcome {
+	RLB_DNS_NONE,	   /* not asked yet */
+	RLB_DNS_OK,	   /* records */
+	RLB_DNS_EMPTY,	   /* the name exists, with no such records */
+	RLB_DNS_NXDOMAIN,  /* the name does not exist */
+	RLB_DNS_FAILED,	   /* no answer, a server error */
+	RLB_DNS_MALFORMED, /* an answer that does not parse */
+};
+const char *rlb_dns_outcome_name(enum rlb_dns_outcome o);
+
+/*
+ * How membership asks DNS: ask() sends one question for (name, type)
+ * and puts the answer, whatever its RCODE, in buf. Its length, or -1
+ * with errno when no server answered. rlb_dns_libc asks libc's resolver
+ * (resolv.conf's servers, timeout and attempts; TCP after a truncated
+ * UDP answer); tests give their own.
+ */
+struct rlb_dns_client {
+	ssize_t (*ask)(const char *name, uint16_t type, uint8_t *buf,
+		       size_t len);
+};
+extern const struct rlb_dns_client rlb_dns_libc;
+
+/* One replica DNS gave. */
+struct rlb_member {
+	char *host;	   /* SRV target; a dns address's text */
+	int port;	   /* SRV port; else 0: the cluster's */
+	uint16_t priority; /* SRV priority; 0 for dns */
+	uint16_t weight;   /* SRV weight */
+	bool literal;	   /* addr is the replica's address (dns) */
+	struct rlb_addr addr;
+	enum rlb_replica_source source;
+	uint8_t view; /* the question that gave it (views[] below) */
+};
+
+/* One question of a refresh, for replicalbctl -v and warnings. */
+struct rlb_dns_source_view {
+	const char *name; /* the cluster's srv or dns string */
+	uint16_t type;	  /* RLB_DNS_T_* */
+	enum rlb_dns_outcome outcome;
+	size_t nrecords;
+	uint32_t ttl;
+	char why[96]; /* "3 records", "NXDOMAIN", "no answer (...)" */
+};
+
+/* The members one refresh found. */
+struct rlb_members_answer {
+	enum rlb_dns_outcome outcome; /* of the whole refresh */
+	size_t n, cap;
+	struct rlb_member *m;
+	uint32_t ttl; /* smallest TTL of the records; UINT32_MAX: none */
+	size_t nviews;
+	struct rlb_dns_source_view views[3]; /* srv; dns A, AAAA */
+};
+
+/*
+ * Ask cluster c's sources now (no lock is needed or should be held: it
+ * waits for DNS). Fills *a (free with rlb_members_answer_free()): its
+ * outcome and members in answer order, each (host, port) once. Returns 0,
+ * or -ENOMEM (outcome RLB_DNS_FAILED). Keeps errno.
+ */
+int rlb_members_ask(const struct rlb_cluster *c,
+		    const struct rlb_dns_client *dns,
+		    struct rlb_members_answer *a);
+void rlb_members_answer_free(struct rlb_members_answer *a);
+
+/*
+ * The membership in force of one DNS cluster, kept by its owner across
+ * snapshots and reloads (the runtime's, under its lock; replicalbctl's).
+ */
+struct rlb_membership {
+	uint64_t cluster;	       /* rlb_cluster.name_hash */
+	struct rlb_members_answer now; /* the members in force */
+	bool answered;		       /* `now` came from DNS at all */
+	int64_t answered_ms;	       /* monotonic: when `now` arrived */
+	int64_t asked_ms;	       /* latest refresh, good or not */
+	int64_t due_ms;		       /* the next refresh */
+	int64_t nx_since_ms;	       /* NXDOMAIN since (0: not) */
+	enum rlb_dns_outcome outcome;  /* of the latest refresh */
+	size_t nviews;		       /* its questions */
+	struct rlb_dns_source_view views[3];
+	int64_t warned_ms; /* rate limit of the warning */
+	enum rlb_dns_outcome warned_outcome;
+};
+
+void rlb_membership_init(struct rlb_membership *ms,
+			 const struct rlb_cluster *c);
+void rlb_membership_clear(struct rlb_membership *ms);
+/*
+ * Take refresh answer a (emptied) into ms at now_ms (design.md §15):
+ * records replace the members; a failure, a malformed or an empty answer
+ * keeps the last good ones, with one rate-limited warning; NXDOMAIN
+ * keeps them for dns_hold_nx seconds, then empties them. Sets the next
+ * refresh: min(dns_cache_ttl, record TTL), at least dns_refresh_floor_ms.
+ * Returns whether the members changed (a new snapshot is due).
+ */
+bool rlb_membership_apply(struct rlb_membership *ms,
+			  const struct rlb_cluster *c,
+			  struct rlb_members_answer *a, int64_t now_ms);
+/*
+ * Append the members of ms (NULL: none) to c, a cluster of a config
+ * copy with its config replicas only, as replicas of their source; a
+ * member with a config replica's identity is left out. 0 or -ENOMEM.
+ */
+int rlb_members_add(struct rlb_cluster *c, const struct rlb_membership *ms);
+
 #endif /* RLB_ENGINE_H */

@@ -21,6 +21,8 @@ static void cluster_free(struct rlb_cluster *c)
 	free(c->replicas);
 	free(c->name);
 	free(c->local_hostname);
+	free(c->srv);
+	free(c->dns);
 	free(c->file);
 }
 

@@ -107,6 +107,8 @@ enum key_type {
 	RLB_TYPE_PORT,	     /* int 1..65535 */
 	RLB_TYPE_HOSTNAME,   /* char *, a checked host name */
 	RLB_TYPE_PATH,	     /* char *, absolute */
+	RLB_TYPE_DNSNAME,    /* char *, a domain name, stored absolute:
+			      * lowercase, one trailing dot */
 	RLB_TYPE_LOG_LEVEL,  /* enum rlb_log_level */
 	RLB_TYPE_LOG_TARGET, /* enum rlb_log_target */
 	/* Structure, read by code of its own; no offset, no default. */
@@ -127,6 +129,7 @@ struct key {
 		      * rlb_config (TOP), rlb_cluster (CLUSTER) or
 		      * rlb_replica (REPLICA) */
 	int64_t def; /* built-in value (strings: NULL) */
+	int64_t min; /* smallest valid value of a count (0: any) */
 };
 
 /* config_keys.c */

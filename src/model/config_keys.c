@@ -21,39 +21,48 @@
  * not a copy of the top level's: NULL there means the top level's.
  */
 const struct key rlb_cfg_keys[] = {
-	{"name", RLB_SCOPE_CLUSTER, RLB_TYPE_NAME, 0, 0},
-	{"replicas", RLB_SCOPE_CLUSTER, RLB_TYPE_REPLICAS, 0, 0},
-	{"port", RLB_SCOPE_CLUSTER, RLB_TYPE_PORT, CLUSTER(port), 0},
+	{"name", RLB_SCOPE_CLUSTER, RLB_TYPE_NAME, 0, 0, 0},
+	{"replicas", RLB_SCOPE_CLUSTER, RLB_TYPE_REPLICAS, 0, 0, 0},
+	{"srv", RLB_SCOPE_CLUSTER, RLB_TYPE_DNSNAME, CLUSTER(srv), 0, 0},
+	{"dns", RLB_SCOPE_CLUSTER, RLB_TYPE_DNSNAME, CLUSTER(dns), 0, 0},
+	{"port", RLB_SCOPE_CLUSTER, RLB_TYPE_PORT, CLUSTER(port), 0, 0},
 	{"load_balancing", RLB_SCOPE_BOTH, RLB_TYPE_POLICY,
-	 SETTING(load_balancing), RLB_POLICY_RANDOM},
+	 SETTING(load_balancing), RLB_POLICY_RANDOM, 0},
 	{"load_balancing_first_offset", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(first_offset), 0},
+	 SETTING(first_offset), 0, 0},
 	{"distributed_replica_error_half_life", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(half_life), 60},
+	 SETTING(half_life), 60, 0},
 	{"distributed_replica_error_cap", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(error_cap), 1000},
+	 SETTING(error_cap), 1000, 0},
 	{"distributed_replica_max_ignored_errors", RLB_SCOPE_BOTH,
-	 RLB_TYPE_COUNT, SETTING(max_ignored_errors), 0},
+	 RLB_TYPE_COUNT, SETTING(max_ignored_errors), 0, 0},
 	{"local_hostname", RLB_SCOPE_TOP, RLB_TYPE_HOSTNAME,
-	 CONFIG(local_hostname), 0},
+	 CONFIG(local_hostname), 0, 0},
 	{"dns_cache_ttl", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(dns_cache_ttl), 15},
+	 SETTING(dns_cache_ttl), 15, 0},
 	{"connect_timeout_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
-	 SETTING(connect_timeout_ms), 1000},
+	 SETTING(connect_timeout_ms), 1000, 0},
+	{"dns_hold_nx", RLB_SCOPE_BOTH, RLB_TYPE_COUNT, SETTING(dns_hold_nx),
+	 30, 0},
+	/* The floor keeps a TTL-0 source (Consul) from being asked at every
+	 * resolution; 10 ms keeps a test's churn from spinning. */
+	{"dns_refresh_floor_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(dns_refresh_floor_ms), 1000, 10},
 	{"local_hostname", RLB_SCOPE_CLUSTER, RLB_TYPE_HOSTNAME,
-	 CLUSTER(local_hostname), 0},
+	 CLUSTER(local_hostname), 0, 0},
 	{"connect_failover", RLB_SCOPE_BOTH, RLB_TYPE_BOOL,
-	 SETTING(connect_failover), false},
-	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0},
+	 SETTING(connect_failover), false, 0},
+	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0, 0},
 	{"log_level", RLB_SCOPE_TOP, RLB_TYPE_LOG_LEVEL, CONFIG(log_level),
-	 RLB_LOG_WARNING},
+	 RLB_LOG_WARNING, 0},
 	{"log_target", RLB_SCOPE_TOP, RLB_TYPE_LOG_TARGET, CONFIG(log_target),
-	 RLB_LOG_STDERR},
-	{"clusters", RLB_SCOPE_TOP, RLB_TYPE_CLUSTERS, 0, 0},
-	{"host", RLB_SCOPE_REPLICA, RLB_TYPE_HOST, 0, 0},
-	{"port", RLB_SCOPE_REPLICA, RLB_TYPE_PORT, REPLICA(port), 0},
-	{"priority", RLB_SCOPE_REPLICA, RLB_TYPE_COUNT, REPLICA(priority), 1},
-	{"address", RLB_SCOPE_REPLICA, RLB_TYPE_ADDRESS, 0, 0},
+	 RLB_LOG_STDERR, 0},
+	{"clusters", RLB_SCOPE_TOP, RLB_TYPE_CLUSTERS, 0, 0, 0},
+	{"host", RLB_SCOPE_REPLICA, RLB_TYPE_HOST, 0, 0, 0},
+	{"port", RLB_SCOPE_REPLICA, RLB_TYPE_PORT, REPLICA(port), 0, 0},
+	{"priority", RLB_SCOPE_REPLICA, RLB_TYPE_COUNT, REPLICA(priority), 1,
+	 0},
+	{"address", RLB_SCOPE_REPLICA, RLB_TYPE_ADDRESS, 0, 0, 0},
 };
 
 const size_t rlb_cfg_nkeys = sizeof(rlb_cfg_keys) / sizeof(*rlb_cfg_keys);
@@ -89,7 +98,8 @@ void *rlb_cfg_value_at(void *base, enum key_scope here, const struct key *k)
 
 bool rlb_cfg_is_string(enum key_type t)
 {
-	return t == RLB_TYPE_HOSTNAME || t == RLB_TYPE_PATH;
+	return t == RLB_TYPE_HOSTNAME || t == RLB_TYPE_PATH ||
+	       t == RLB_TYPE_DNSNAME;
 }
 
 /* Bytes of a value of each type; 0 for structure. */
@@ -100,6 +110,7 @@ static const size_t value_size[RLB_NTYPES] = {
 	[RLB_TYPE_PORT] = sizeof(int),
 	[RLB_TYPE_HOSTNAME] = sizeof(char *),
 	[RLB_TYPE_PATH] = sizeof(char *),
+	[RLB_TYPE_DNSNAME] = sizeof(char *),
 	[RLB_TYPE_LOG_LEVEL] = sizeof(enum rlb_log_level),
 	[RLB_TYPE_LOG_TARGET] = sizeof(enum rlb_log_target),
 };

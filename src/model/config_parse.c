@@ -424,6 +424,40 @@ static void parse_address(struct rlb_cfg_parser *p, const config_setting_t *s,
 static void set_cluster_name(struct rlb_cfg_parser *p,
 			     const config_setting_t *s, struct rlb_cluster *c);
 
+/*
+ * A DNS name membership asks about (design.md §15), stored absolute
+ * (lowercase, one trailing dot) so that no search list applies to it.
+ */
+static bool set_dns_name(struct rlb_cfg_parser *p, const config_setting_t *s,
+			 const struct key *k, char **dst)
+{
+	const char *v = get_string(p, s);
+	size_t len;
+
+	if (!v)
+		return false;
+	if (!rlb_dns_name_valid(v)) {
+		report(p, s,
+		       "%s \"%s\" is not a domain name (labels of letters, "
+		       "digits, '-' and '_', at most 253 bytes)",
+		       k->name, v);
+		return false;
+	}
+	len = strlen(v);
+	if (v[len - 1] == '.')
+		len--;
+	free(*dst);
+	*dst = malloc(len + 2);
+	if (!*dst) {
+		p->nomem = true;
+		return false;
+	}
+	rlb_ascii_lower(*dst, v, len + 1);
+	(*dst)[len] = '.';
+	(*dst)[len + 1] = '\0';
+	return true;
+}
+
 /* Read setting s, written as key k, into g. */
 static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		      const struct key *k, struct group *g)
@@ -457,9 +491,18 @@ static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		free(*(char **)dst);
 		*(char **)dst = rlb_cfg_strdup(p, v);
 		break;
+	case RLB_TYPE_DNSNAME:
+		if (!set_dns_name(p, s, k, dst))
+			return;
+		break;
 	default:
 		if (!get_value(p, s, k, &n))
 			return;
+		if (n < k->min) {
+			report(p, s, "%s %lld below the minimum %lld", k->name,
+			       (long long)n, (long long)k->min);
+			return;
+		}
 		rlb_cfg_store(k->type, dst, n);
 		break;
 	}
@@ -726,12 +769,10 @@ static void replica_label(const struct rlb_replica *r, char *buf, size_t len)
 /* Effective ports, identities and the duplicate check of one cluster. */
 static void finish_replicas(struct rlb_cfg_parser *p, struct rlb_cluster *c)
 {
-	char key[RLB_MAX_HOST + 16];
 	char label[RLB_MAX_HOST + 16];
 
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		struct rlb_replica *r = &c->replicas[i];
-		size_t n;
 
 		if (!r->host)
 			continue;
@@ -751,10 +792,7 @@ static void finish_replicas(struct rlb_cfg_parser *p, struct rlb_cluster *c)
 				r->nliteral = 1;
 			}
 		}
-		rlb_ascii_lower(key, r->host, RLB_MAX_HOST + 1);
-		n = strlen(key);
-		n += (size_t)snprintf(key + n, sizeof(key) - n, ":%d", r->port);
-		r->identity = rlb_hash64(key, n, 0);
+		r->identity = rlb_replica_identity(r->host, r->port);
 		for (size_t j = 0; j < i; j++) {
 			const struct rlb_replica *q = &c->replicas[j];
 
@@ -813,16 +851,21 @@ static void parse_cluster(struct rlb_cfg_parser *p, const config_setting_t *grp,
 			p, (int)config_setting_source_line(g.name), &file);
 	else
 		report(p, grp, "cluster has no name");
-	if (!g.replicas) {
-		if (c->name)
-			report(p, grp, "cluster \"%s\" has no replicas",
-			       c->name);
-		else
-			report(p, grp, "cluster has no replicas");
-	} else {
+	if (g.replicas) {
 		parse_replicas(p, g.replicas, c);
+	} else if (c->srv || c->dns) {
+		/* Replicas come from DNS (design.md §15). */
+	} else if (c->name) {
+		report(p, grp,
+		       "cluster \"%s\" has no replicas and no srv or dns "
+		       "source",
+		       c->name);
+	} else {
+		report(p, grp,
+		       "cluster has no replicas and no srv or dns source");
 	}
 	finish_replicas(p, c);
+	c->nstatic = c->nreplicas;
 }
 
 static void parse_clusters(struct rlb_cfg_parser *p, const config_setting_t *s,

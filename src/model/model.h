@@ -70,9 +70,9 @@ struct rlb_settings {
 	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
 	bool connect_failover; /* move a failed connect on (design.md §5.4) */
-	int64_t dns_hold_nx;	      /* s an NXDOMAIN keeps DNS members */
+	int64_t dns_hold_nx;   /* s an NXDOMAIN keeps DNS members */
 	int64_t dns_refresh_floor_ms; /* DNS membership asked at most this
-				       * often (design.md §13) */
+				       * often (design.md §15) */
 };
 
 /* An IP address literal, parsed once at config load. */
@@ -81,7 +81,7 @@ struct rlb_addr {
 	uint8_t bytes[16]; /* 4 or 16 bytes, network order */
 };
 
-/* Where a replica came from (design.md §13). */
+/* Where a replica came from (design.md §15). */
 enum rlb_replica_source {
 	RLB_SOURCE_CONFIG, /* the cluster's replicas list */
 	RLB_SOURCE_SRV,	   /* a target of the cluster's srv name */
@@ -120,12 +120,13 @@ struct rlb_cluster {
 	int port;	       /* cluster port or 0 */
 	size_t nreplicas;      /* 1 .. RLB_MAX_REPLICAS */
 	struct rlb_replica *replicas;
-	/* DNS membership sources (design.md §13), absolute names with the
+	/* DNS membership sources (design.md §15), absolute names with the
 	 * trailing dot, or NULL. A cluster with one may have no replicas
 	 * until its first answer. */
 	char *srv;
 	char *dns;
 	size_t nstatic; /* replicas[0 .. nstatic) are the config's */
+	bool weighted;	/* some replica has an SRV weight (design.md §15) */
 	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
 	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
 	struct rlb_health *health; /* shared state, once attached */
@@ -232,6 +233,28 @@ bool rlb_config_files_changed(const struct rlb_config_files *files);
 void rlb_config_files_free(struct rlb_config_files *files);
 
 /* ------------------------------------------------------------------ */
+/* config_copy.c */
+
+/* Identity of a replica: rlb_hash64 of its lowercase host, ':', port. */
+uint64_t rlb_replica_identity(const char *host, int port);
+/* Deep copy of src into dst: 0, or -ENOMEM (dst left empty). */
+int rlb_replica_copy(struct rlb_replica *dst, const struct rlb_replica *src);
+/* Free what r owns and zero it. */
+void rlb_replica_clear(struct rlb_replica *r);
+/*
+ * Deep copy of cfg without what a snapshot adds (hostname priorities,
+ * health), its index rebuilt; with `statics`, each cluster keeps only its
+ * config replicas. NULL with errno ENOMEM.
+ */
+struct rlb_config *rlb_config_clone(const struct rlb_config *cfg, bool statics);
+/*
+ * Move replicas r[0 .. n) to the end of c's (r is zeroed: c owns what
+ * they held), at most up to RLB_MAX_REPLICAS (the rest stay with the
+ * caller, unzeroed). 0, or -ENOMEM with nothing moved.
+ */
+int rlb_cluster_append(struct rlb_cluster *c, struct rlb_replica *r, size_t n);
+
+/* ------------------------------------------------------------------ */
 /* dnsmsg.c */
 
 /*
@@ -240,9 +263,9 @@ void rlb_config_files_free(struct rlb_config_files *files);
  * I/O, no resolver state; every length and pointer of the wire format is
  * checked, so that any byte string is safe to parse (fuzzed).
  */
-#define RLB_DNS_T_A    1
-#define RLB_DNS_T_AAAA 28
-#define RLB_DNS_T_SRV  33
+#define RLB_DNS_T_A	1
+#define RLB_DNS_T_AAAA	28
+#define RLB_DNS_T_SRV	33
 #define RLB_DNS_T_CNAME 5
 
 #define RLB_DNS_RCODE_NOERROR  0
@@ -251,12 +274,12 @@ void rlb_config_files_free(struct rlb_config_files *files);
 
 /* One record of the answer: an address (A, AAAA) or a service (SRV). */
 struct rlb_dns_record {
-	uint16_t type;	   /* RLB_DNS_T_A, _AAAA or _SRV */
-	uint32_t ttl;	   /* seconds, as the server sent it */
+	uint16_t type;	      /* RLB_DNS_T_A, _AAAA or _SRV */
+	uint32_t ttl;	      /* seconds, as the server sent it */
 	struct rlb_addr addr; /* A, AAAA */
-	uint16_t priority; /* SRV */
-	uint16_t weight;   /* SRV */
-	uint16_t port;	   /* SRV, host order */
+	uint16_t priority;    /* SRV */
+	uint16_t weight;      /* SRV */
+	uint16_t port;	      /* SRV, host order */
 	/* SRV: the target, lowercase, no trailing dot ("" for "."). A and
 	 * AAAA: the owner name, same form (so that additional records can
 	 * be matched with SRV targets). */
@@ -265,12 +288,12 @@ struct rlb_dns_record {
 
 /* A parsed answer. */
 struct rlb_dns_reply {
-	int rcode;	 /* RLB_DNS_RCODE_* or another RCODE */
-	bool truncated;	 /* TC was set */
-	size_t nanswer;	 /* records[0 .. nanswer): the answer section's
-			  * records of the asked type owned by the asked
-			  * name or a CNAME it leads to */
-	size_t n;	 /* then the additional section's A and AAAA */
+	int rcode;	/* RLB_DNS_RCODE_* or another RCODE */
+	bool truncated; /* TC was set */
+	size_t nanswer; /* records[0 .. nanswer): the answer section's
+			 * records of the asked type owned by the asked
+			 * name or a CNAME it leads to */
+	size_t n;	/* then the additional section's A and AAAA */
 	struct rlb_dns_record *records; /* malloc'd; n entries */
 	uint32_t min_ttl; /* smallest TTL of the answer records (and of the
 			   * CNAMEs followed); UINT32_MAX when none */

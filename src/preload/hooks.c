@@ -20,6 +20,8 @@ static struct rlb_cluster *virtual_cluster(const char *name,
 	c = rlb_config_find((*snap)->cfg, name);
 	if (!c)
 		rlb_runtime_release(*snap);
+	else if (c->srv || c->dns)
+		c = rlb_runtime_members(c, snap);
 	return c;
 }
 

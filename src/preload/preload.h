@@ -30,6 +30,16 @@ const char *rlb_runtime_fqdn(void);
  * tracking reports; see rlb_snapshot_charge()). Keeps errno.
  */
 void rlb_runtime_charge(const struct rlb_failure *f);
+/*
+ * Cluster c (of *snap, held) has DNS sources: refresh its members when
+ * due (design.md §15). The first answer is waited for; later ones are
+ * asked in the background while resolution goes on with the members in
+ * force. Returns the cluster to answer from, in *snap (which may have
+ * been replaced by the snapshot with the first members), or NULL with
+ * no reference held. Keeps errno.
+ */
+struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
+					struct rlb_snapshot **snap);
 /* rlb_track_ops.next_address over the snapshot in force. */
 bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
 			      const struct sockaddr *failed, socklen_t len,

@@ -34,6 +34,27 @@ static atomic_flag reload_busy = ATOMIC_FLAG_INIT;
  */
 static struct rlb_config_files broken;
 
+/*
+ * DNS membership (design.md §15). When the loaded config has clusters
+ * with srv or dns sources, it stays here as `base`, never attached, and
+ * each snapshot is a copy of it with the members in force added. The
+ * memberships outlive snapshots and reloads (matched by cluster name).
+ * members_lock guards base, the memberships and their refresh flags, and
+ * is held while a snapshot is built from them and published, so that
+ * snapshots are published in the order their members were; never across
+ * a DNS query.
+ */
+static pthread_mutex_t members_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t members_cond = PTHREAD_COND_INITIALIZER;
+static struct rlb_config *base;
+struct runtime_membership {
+	struct rlb_membership ms;
+	char *srv, *dns; /* the sources it holds the answer of */
+	bool busy;	 /* a refresh is asking DNS */
+};
+static struct runtime_membership *memberships;
+static size_t nmemberships;
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_bool init_done;
 
@@ -69,10 +90,11 @@ static void thread_cache_destroy(void *snap)
  * library owns is held across fork() in one order and nothing is copied
  * into a child half-changed. Lock order, everywhere in the library:
  *
- *	cfg_lock (runtime.c)
- *	  -> static hostent lock (resolve.c)
- *	    -> DNS cache lock (dnscache.c)
- *	      -> dropped-attempts lock (track.c)
+ *	members_lock (runtime.c)
+ *	  -> cfg_lock (runtime.c)
+ *	    -> static hostent lock (resolve.c)
+ *	      -> DNS cache lock (dnscache.c)
+ *	        -> dropped-attempts lock (track.c)
  *
  * (a thread holding a later lock never takes an earlier one). Health
  * state (health.c) takes no lock at all. What a child resets: the locks
@@ -81,6 +103,7 @@ static void thread_cache_destroy(void *snap)
  */
 static void atfork_prepare(void)
 {
+	pthread_mutex_lock(&members_lock);
 	pthread_mutex_lock(&cfg_lock);
 	rlb_resolve_fork_lock();
 	rlb_dnscache_fork_lock();
@@ -93,6 +116,7 @@ static void atfork_parent(void)
 	rlb_dnscache_fork_unlock();
 	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);
+	pthread_mutex_unlock(&members_lock);
 }
 
 static void atfork_child(void)
@@ -102,6 +126,10 @@ static void atfork_child(void)
 	rlb_dnscache_fork_unlock();
 	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);
+	/* Nor is a refresh: the threads asking DNS stayed in the parent. */
+	for (size_t i = 0; i < nmemberships; i++)
+		memberships[i].busy = false;
+	pthread_mutex_unlock(&members_lock);
 	/* A reload another thread was doing is not going on in the child. */
 	atomic_flag_clear(&reload_busy);
 	rlb_util_after_fork_child();
@@ -130,6 +158,133 @@ static void report_broken(const struct rlb_diag *diag, bool keeping)
 		diag->n > 1 ? " (and more errors: run replicalbctl check)" : "",
 		keeping ? "; keeping the last good config"
 			: "; passing everything through");
+}
+
+/* Make snap the snapshot in force; the one it replaces, to put. */
+static struct rlb_snapshot *publish(struct rlb_snapshot *snap)
+{
+	struct rlb_snapshot *old;
+
+	pthread_mutex_lock(&cfg_lock);
+	old = current;
+	current = snap;
+	atomic_fetch_add_explicit(&cfg_gen, 1, memory_order_release);
+	pthread_mutex_unlock(&cfg_lock);
+	return old;
+}
+
+static bool has_dns_clusters(const struct rlb_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		if (cfg->clusters[i].srv || cfg->clusters[i].dns)
+			return true;
+	return false;
+}
+
+static bool same_string(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The membership of cluster name_hash, or NULL. Under members_lock. */
+static struct runtime_membership *membership_of(uint64_t name_hash)
+{
+	for (size_t i = 0; i < nmemberships; i++)
+		if (memberships[i].ms.cluster == name_hash)
+			return &memberships[i];
+	return NULL;
+}
+
+/* The cluster of base with name_hash, or NULL. Under members_lock. */
+static const struct rlb_cluster *base_cluster(uint64_t name_hash)
+{
+	for (size_t i = 0; base && i < base->nclusters; i++)
+		if (base->clusters[i].name_hash == name_hash)
+			return &base->clusters[i];
+	return NULL;
+}
+
+static void membership_free(struct runtime_membership *m)
+{
+	rlb_membership_clear(&m->ms);
+	free(m->srv);
+	free(m->dns);
+}
+
+/*
+ * Make cfg (NULL: none) the base, with a membership for each of its DNS
+ * clusters: the one it had, when its sources are the same (a reload keeps
+ * the members in force), else a new one. Under members_lock. 0, or
+ * -ENOMEM with nothing changed and cfg freed.
+ */
+static int adopt_base(struct rlb_config *cfg)
+{
+	struct runtime_membership *next = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; cfg && i < cfg->nclusters; i++)
+		n += cfg->clusters[i].srv || cfg->clusters[i].dns;
+	if (n && !(next = calloc(n, sizeof(*next)))) {
+		rlb_config_free(cfg);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (size_t i = 0; cfg && i < cfg->nclusters; i++) {
+		const struct rlb_cluster *c = &cfg->clusters[i];
+		struct runtime_membership *had, *m = &next[n];
+
+		if (!c->srv && !c->dns)
+			continue;
+		n++;
+		had = membership_of(c->name_hash);
+		if (had && same_string(had->srv, c->srv) &&
+		    same_string(had->dns, c->dns)) {
+			*m = *had;
+			memset(had, 0, sizeof(*had));
+			continue;
+		}
+		rlb_membership_init(&m->ms, c);
+		m->srv = c->srv ? strdup(c->srv) : NULL;
+		m->dns = c->dns ? strdup(c->dns) : NULL;
+		/* Without memory for them, asked again and again: nothing
+		 * matches the cluster's sources. */
+	}
+	for (size_t i = 0; i < nmemberships; i++)
+		membership_free(&memberships[i]);
+	free(memberships);
+	memberships = next;
+	nmemberships = n;
+	rlb_config_free(base);
+	base = cfg;
+	/* A refresh that was asking for a cluster gone is answered into
+	 * nothing; whoever waits on one must look again. */
+	pthread_cond_broadcast(&members_cond);
+	return 0;
+}
+
+/*
+ * A snapshot of base with the members in force. Under members_lock.
+ * NULL when out of memory.
+ */
+static struct rlb_snapshot *members_snapshot(bool prune)
+{
+	struct rlb_config *cfg = rlb_config_clone(base, true);
+
+	if (!cfg)
+		return NULL;
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+		struct runtime_membership *m;
+
+		if (!c->srv && !c->dns)
+			continue;
+		m = membership_of(c->name_hash);
+		if (rlb_members_add(c, m ? &m->ms : NULL) < 0) {
+			rlb_config_free(cfg);
+			return NULL;
+		}
+	}
+	return rlb_snapshot_new(cfg, rlb_runtime_fqdn, prune);
 }
 
 /*
@@ -161,17 +316,24 @@ static void load_config(bool initial)
 	 * must not wipe that program's replicas.
 	 */
 	apply_logging(cfg);
-	snap = rlb_snapshot_new(cfg, rlb_runtime_fqdn, !initial);
+	pthread_mutex_lock(&members_lock);
+	if (has_dns_clusters(cfg)) {
+		if (adopt_base(cfg) < 0)
+			snap = NULL;
+		else
+			snap = members_snapshot(!initial);
+	} else {
+		adopt_base(NULL);
+		snap = rlb_snapshot_new(cfg, rlb_runtime_fqdn, !initial);
+	}
 	if (!snap) {
+		pthread_mutex_unlock(&members_lock);
 		rlb_log(RLB_LOG_ERROR, "%s: out of memory preparing config",
 			src.path);
 		goto out_free_diag;
 	}
-	pthread_mutex_lock(&cfg_lock);
-	old = current;
-	current = snap;
-	atomic_fetch_add_explicit(&cfg_gen, 1, memory_order_release);
-	pthread_mutex_unlock(&cfg_lock);
+	old = publish(snap);
+	pthread_mutex_unlock(&members_lock);
 	if (old) {
 		rlb_log(RLB_LOG_INFO, "reloaded %s", src.path);
 		rlb_snapshot_put(old);
@@ -302,6 +464,136 @@ bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
 					 out, outlen);
 	rlb_runtime_release(snap);
 	return found;
+}
+
+/*
+ * Refresh the membership of cluster name_hash: ask its sources without
+ * any lock, take the answer in, and publish a snapshot when the members
+ * changed. The caller set the membership busy; this clears it.
+ */
+static void refresh_membership(uint64_t name_hash)
+{
+	struct rlb_cluster q = {0};
+	struct rlb_members_answer a;
+	struct runtime_membership *m;
+	const struct rlb_cluster *c;
+	struct rlb_snapshot *snap = NULL, *old = NULL;
+
+	pthread_mutex_lock(&members_lock);
+	c = base_cluster(name_hash);
+	m = membership_of(name_hash);
+	if (c && m) {
+		/* What the question needs, kept while base may change. */
+		q.s = c->s;
+		q.port = c->port;
+		q.srv = c->srv ? strdup(c->srv) : NULL;
+		q.dns = c->dns ? strdup(c->dns) : NULL;
+	}
+	pthread_mutex_unlock(&members_lock);
+	if (q.srv || q.dns) {
+		rlb_members_ask(&q, &rlb_dns_libc, &a);
+	} else {
+		memset(&a, 0, sizeof(a));
+		a.outcome = RLB_DNS_FAILED;
+	}
+	pthread_mutex_lock(&members_lock);
+	c = base_cluster(name_hash);
+	m = membership_of(name_hash);
+	if (c && m && same_string(m->srv, q.srv) &&
+	    same_string(m->dns, q.dns) &&
+	    rlb_membership_apply(&m->ms, c, &a, rlb_monotonic_ms())) {
+		snap = members_snapshot(false);
+		if (snap)
+			old = publish(snap);
+		else
+			/* Out of memory: the members are asked again. */
+			m->ms.due_ms = 0;
+	}
+	rlb_members_answer_free(&a);
+	if (m)
+		m->busy = false;
+	pthread_cond_broadcast(&members_cond);
+	pthread_mutex_unlock(&members_lock);
+	rlb_snapshot_put(old);
+	free(q.srv);
+	free(q.dns);
+}
+
+static void *refresh_thread(void *arg)
+{
+	refresh_membership((uint64_t)(uintptr_t)arg);
+	return NULL;
+}
+
+/*
+ * Refresh in a thread of its own, which blocks every signal (a program's
+ * handler must never run on it) and ends when done. False when no thread
+ * could be made.
+ */
+static bool refresh_in_background(uint64_t name_hash)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	bool ok;
+
+	_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t),
+		       "a name hash fits a thread argument");
+	if (pthread_attr_init(&attr) != 0)
+		return false;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	rlb_libc()->pthread_sigmask(SIG_SETMASK, &all, &old);
+	ok = rlb_libc()->pthread_create(&t, &attr, refresh_thread,
+					(void *)(uintptr_t)name_hash) == 0;
+	rlb_libc()->pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return ok;
+}
+
+struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
+					struct rlb_snapshot **snap)
+{
+	uint64_t name_hash = c->name_hash;
+	char name[RLB_MAX_HOST + 1];
+	struct runtime_membership *m;
+	bool first = false, background = false;
+	int saved = errno;
+	int64_t now = rlb_monotonic_ms();
+
+	pthread_mutex_lock(&members_lock);
+	m = membership_of(name_hash);
+	if (m && !m->ms.answered) {
+		/* Nothing to answer with yet: wait for the first answer,
+		 * one thread asking. */
+		while (m && m->busy) {
+			pthread_cond_wait(&members_cond, &members_lock);
+			m = membership_of(name_hash);
+		}
+		if (m && !m->ms.answered && now >= m->ms.due_ms) {
+			m->busy = true;
+			first = true;
+		}
+	} else if (m && !m->busy && now >= m->ms.due_ms) {
+		m->busy = background = true;
+	}
+	pthread_mutex_unlock(&members_lock);
+	if (background && !refresh_in_background(name_hash))
+		refresh_membership(name_hash);
+	if (first)
+		refresh_membership(name_hash);
+	if (first || (m && !background && c->nreplicas == 0)) {
+		/* The members just came, or came while we waited: the
+		 * snapshot that has them. */
+		snprintf(name, sizeof(name), "%s", c->name);
+		rlb_runtime_release(*snap);
+		*snap = rlb_runtime_acquire();
+		c = *snap ? rlb_config_find((*snap)->cfg, name) : NULL;
+		if (!c && *snap)
+			rlb_runtime_release(*snap);
+	}
+	errno = saved;
+	return c;
 }
 
 static char fqdn[RLB_MAX_HOST + 1];

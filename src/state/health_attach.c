@@ -302,7 +302,9 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 		if (!h)
 			continue;
 		h->cluster = c;
-		h->prune = prune;
+		/* A DNS cluster's members come and go between snapshots;
+		 * one that returns finds its counts (design.md §15). */
+		h->prune = prune && !c->srv && !c->dns;
 		if (dirs) {
 			atomic_fetch_add(&dirs->refs, 1);
 			h->dirs = dirs;

@@ -912,7 +912,7 @@ static void test_config_cluster_name_errors(void **state)
 		      "t.conf:3: empty cluster name",
 		      "t.conf:4: invalid character in cluster name \"a b\"",
 		      "t.conf:5: cluster has no name",
-		      "t.conf:6: cluster \"n\" has no replicas", NULL);
+		      "t.conf:6: cluster \"n\" has no replicas and no srv or dns source", NULL);
 }
 
 static void test_config_empty_replicas(void **state)
@@ -1085,7 +1085,7 @@ static void test_config_errors_collected(void **state)
 		    F("22: empty replicas list"),
 		    F("22: duplicate cluster \"a.cluster\" (first at line 9)"),
 		    F("23: cluster has no name"),
-		    F("24: cluster \"b.cluster\" has no replicas"), NULL);
+		    F("24: cluster \"b.cluster\" has no replicas and no srv or dns source"), NULL);
 #undef F
 	rlb_diag_free(&d);
 }

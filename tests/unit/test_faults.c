@@ -206,9 +206,15 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_nanosleep	      return fail_int(EINTR)
 #define FAIL_futex	      return fail_int(EINTR)
 #define FAIL_syslog	      NOFAIL
+#define FAIL_pthread_create   return EAGAIN
+#define FAIL_res_ninit	      return fail_int(ENOMEM)
+#define FAIL_res_nmkquery     return fail_int(EMSGSIZE)
+#define FAIL_res_nsend	      return fail_int(ETIMEDOUT)
+#define FAIL_res_nclose	      NOFAIL
 #define FAIL_now	      return fail_int(EINVAL)
 /* Entries that cannot fail (void, or no error in their contract). */
-static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid, E_syslog};
+static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid, E_syslog,
+				 E_res_nclose};
 
 static int record_shmget(key_t key, size_t size, int flags)
 {

@@ -1,0 +1,254 @@
+/* show.c - how replicalbctl shows clusters: the status table and its JSON,
+ * and what DNS answered for each DNS cluster (design.md §15), asked once
+ * per run as the library would. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl/ctl.h"
+
+/* Width of the host column of the status table, at least. */
+#define CTL_HOST_COLUMN 25
+
+/*
+ * DNS membership as this tool sees it (design.md §15): each DNS cluster's
+ * sources asked once, when the config is loaded, and their members added
+ * to the cluster as the library would.
+ */
+static struct rlb_membership *ctl_members;
+static size_t nctl_members;
+
+static const struct rlb_membership *membership_of(const struct rlb_cluster *c)
+{
+	for (size_t i = 0; i < nctl_members; i++)
+		if (ctl_members[i].cluster == c->name_hash)
+			return &ctl_members[i];
+	return NULL;
+}
+
+static const char *dns_type_name(uint16_t type)
+{
+	return type == RLB_DNS_T_SRV	? "SRV"
+	       : type == RLB_DNS_T_AAAA ? "AAAA"
+					: "A";
+}
+
+/* Ask every DNS cluster of cfg and add its members. False: no memory. */
+bool rlb_ctl_ask_members(struct rlb_config *cfg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		n += cfg->clusters[i].srv || cfg->clusters[i].dns;
+	if (!n)
+		return true;
+	ctl_members = calloc(n, sizeof(*ctl_members));
+	if (!ctl_members)
+		return false;
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		struct rlb_cluster *c = &cfg->clusters[i];
+		struct rlb_membership *ms = &ctl_members[nctl_members];
+		struct rlb_members_answer a;
+
+		if (!c->srv && !c->dns)
+			continue;
+		nctl_members++;
+		rlb_membership_init(ms, c);
+		if (rlb_members_ask(c, &rlb_dns_libc, &a) < 0)
+			return false;
+		rlb_membership_apply(ms, c, &a, rlb_monotonic_ms());
+		if (rlb_members_add(c, ms) < 0)
+			return false;
+	}
+	return true;
+}
+
+void rlb_ctl_free_members(void)
+{
+	for (size_t i = 0; i < nctl_members; i++)
+		rlb_membership_clear(&ctl_members[i]);
+	free(ctl_members);
+	ctl_members = NULL;
+	nctl_members = 0;
+}
+
+/* The -v (and check) lines of c's DNS questions: what each answered. */
+void rlb_ctl_print_dns(const struct rlb_cluster *c, const char *indent,
+		       bool with_age)
+{
+	const struct rlb_membership *ms = membership_of(c);
+
+	for (size_t v = 0; ms && v < ms->nviews; v++) {
+		const struct rlb_dns_source_view *w = &ms->views[v];
+
+		printf("%s%s %s %s: ", indent,
+		       w->type == RLB_DNS_T_SRV ? "srv" : "dns", w->name,
+		       dns_type_name(w->type));
+		if (w->outcome == RLB_DNS_OK)
+			printf("%s, ttl %" PRIu32 " s", w->why, w->ttl);
+		else if (w->outcome == RLB_DNS_FAILED ||
+			 w->outcome == RLB_DNS_MALFORMED)
+			printf("returns nothing: %s", w->why);
+		else
+			printf("returns nothing (%s)", w->why);
+		if (with_age)
+			printf(", asked %" PRId64 " ms ago",
+			       rlb_monotonic_ms() - ms->asked_ms);
+		putchar('\n');
+	}
+}
+
+/* s as a JSON string, quotes included; bytes >= 0x80 pass as UTF-8. */
+void rlb_ctl_json_string(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", stdout);
+			break;
+		case '\\':
+			fputs("\\\\", stdout);
+			break;
+		case '\n':
+			fputs("\\n", stdout);
+			break;
+		case '\r':
+			fputs("\\r", stdout);
+			break;
+		case '\t':
+			fputs("\\t", stdout);
+			break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				printf("\\u%04x", *p);
+			else
+				putchar(*p);
+		}
+	}
+	putchar('"');
+}
+
+/*
+ * "state_file" as the path alone, and "state_file_use" saying how it is
+ * used: "shared", "absent" (no file yet: reads as zeros) or "private".
+ */
+static void status_json_state_file(const char *path)
+{
+	static const char *const tags[] = {" (absent)", " (private)"};
+	size_t len = strlen(path);
+	const char *use = "shared";
+	char *bare;
+
+	if (strcmp(path, "(private)") == 0) {
+		use = "private";
+	} else {
+		for (size_t k = 0; k < 2; k++) {
+			size_t t = strlen(tags[k]);
+
+			if (len > t && strcmp(path + len - t, tags[k]) == 0) {
+				len -= t;
+				use = k ? "private" : "absent";
+			}
+		}
+	}
+	fputs(", \"state_file\": ", stdout);
+	bare = strndup(path, len);
+	rlb_ctl_json_string(bare ? bare : path);
+	free(bare);
+	printf(", \"state_file_use\": \"%s\"", use);
+}
+
+/* "dns": what each DNS question of c answered (design.md §15). */
+static void status_json_dns(const struct rlb_cluster *c)
+{
+	const struct rlb_membership *ms = membership_of(c);
+
+	if (!ms)
+		return;
+	fputs(", \"dns\": [", stdout);
+	for (size_t v = 0; v < ms->nviews; v++) {
+		const struct rlb_dns_source_view *w = &ms->views[v];
+
+		fputs(v ? ", {\"name\": " : "{\"name\": ", stdout);
+		rlb_ctl_json_string(w->name);
+		printf(", \"type\": \"%s\", \"outcome\": ",
+		       dns_type_name(w->type));
+		rlb_ctl_json_string(rlb_dns_outcome_name(w->outcome));
+		printf(", \"records\": %zu, \"ttl\": %" PRIu32 "}", w->nrecords,
+		       w->ttl);
+	}
+	putchar(']');
+}
+
+void rlb_ctl_json_cluster(const struct rlb_cluster *c, int64_t now)
+{
+	fputs("{\"name\": ", stdout);
+	rlb_ctl_json_string(c->name);
+	fputs(", \"load_balancing\": ", stdout);
+	rlb_ctl_json_string(rlb_policy_name(c->s.load_balancing));
+	status_json_state_file(rlb_health_path(c->health));
+	printf(", \"half_life\": %" PRId64 ", \"error_cap\": %" PRId64
+	       ", \"max_ignored_errors\": %" PRId64
+	       ", \"decay_time\": %" PRId64,
+	       c->s.half_life, c->s.error_cap, c->s.max_ignored_errors,
+	       rlb_health_decay_time(c));
+	status_json_dns(c);
+	fputs(", \"replicas\": [", stdout);
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const struct rlb_replica *r = &c->replicas[i];
+
+		fputs(i ? ", {\"host\": " : "{\"host\": ", stdout);
+		rlb_ctl_json_string(r->host);
+		if (r->port)
+			printf(", \"port\": %d", r->port);
+		else
+			fputs(", \"port\": null", stdout);
+		fputs(", \"source\": ", stdout);
+		rlb_ctl_json_string(rlb_replica_source_name(r->source));
+		printf(", \"priority\": %" PRId64 ", \"errors\": %" PRIu64
+		       ", \"slowdowns\": %" PRIu64
+		       ", \"recovery_seconds\": %" PRId64 "}",
+		       r->priority, rlb_health_errors(c, i, now, true),
+		       rlb_health_slowdowns(c, i, now, true),
+		       rlb_health_recovery_seconds(c, i, now));
+	}
+	fputs("]}", stdout);
+}
+
+void rlb_ctl_table_cluster(const struct rlb_cluster *c, int64_t now)
+{
+	int hostw = CTL_HOST_COLUMN;
+	bool dns = c->srv || c->dns;
+
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		int len = (int)strlen(c->replicas[i].host);
+
+		if (len > hostw)
+			hostw = len;
+	}
+	printf("CLUSTER %s  policy %s  state %s\n", c->name,
+	       rlb_policy_name(c->s.load_balancing),
+	       rlb_health_path(c->health));
+	rlb_ctl_print_dns(c, "  ", false);
+	printf("  %-*s %5s %5s %7s %9s %11s%s\n", hostw, "HOST", "PORT", "PRIO",
+	       "ERRORS", "SLOWDOWNS", "RECOVERY_S", dns ? " SOURCE" : "");
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const struct rlb_replica *r = &c->replicas[i];
+		char port[8] = "-";
+
+		if (r->port)
+			snprintf(port, sizeof(port), "%d", r->port);
+		printf("  %-*s %5s %5" PRId64 " %7" PRIu64 " %9" PRIu64
+		       " %11" PRId64 "%s%s\n",
+		       hostw, r->host, port, r->priority,
+		       rlb_health_errors(c, i, now, true),
+		       rlb_health_slowdowns(c, i, now, true),
+		       rlb_health_recovery_seconds(c, i, now), dns ? " " : "",
+		       dns ? rlb_replica_source_name(r->source) : "");
+	}
+}

@@ -1,0 +1,535 @@
+/* members.c - replicas from DNS (design.md §15): asking a cluster's srv
+ * and dns names, what the answer means for the membership in force (last
+ * good kept on failure, NXDOMAIN held), and the config a snapshot is built
+ * from, the loaded one plus the members. The asking is separate from the
+ * applying so that no lock is held across a DNS query. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+/* Bytes of the largest answer asked for: all of a TCP answer. */
+#define ANSWER_MAX 65535
+/* A failing source is reported again after this long at the earliest. */
+#define WARN_EVERY_MS (5 * 60 * 1000)
+
+/* ------------------------------------------------------------------ */
+/* Asking: libc's resolver, through the seam */
+
+/*
+ * One query of (name, type) to the servers of resolv.conf, with its
+ * timeout, attempts and TCP fallback on a truncated answer (res_nsend).
+ * A private resolver state: thread-safe, and no search list applies to
+ * an absolute name. libc's own sockets never reach our hooks.
+ */
+static ssize_t libc_ask(const char *name, uint16_t type, uint8_t *buf,
+			size_t len)
+{
+	struct __res_state st;
+	unsigned char q[HFIXEDSZ + NS_MAXDNAME + QFIXEDSZ + 16];
+	int ql, n, saved;
+
+	memset(&st, 0, sizeof(st));
+	if (rlb_libc()->res_ninit(&st) < 0) {
+		if (!errno)
+			errno = EIO;
+		return -1;
+	}
+	ql = rlb_libc()->res_nmkquery(&st, QUERY, name, C_IN, type, NULL, 0,
+				      NULL, q, sizeof(q));
+	n = ql < 0 ? -1
+		   : rlb_libc()->res_nsend(&st, q, ql, buf,
+					   len > INT32_MAX ? INT32_MAX
+							   : (int)len);
+	saved = errno;
+	rlb_libc()->res_nclose(&st);
+	errno = n < 0 && !saved ? ETIMEDOUT : saved;
+	return n;
+}
+
+const struct rlb_dns_client rlb_dns_libc = {.ask = libc_ask};
+
+/* ------------------------------------------------------------------ */
+/* One answer */
+
+void rlb_members_answer_free(struct rlb_members_answer *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->m[i].host);
+	free(a->m);
+	memset(a, 0, sizeof(*a));
+}
+
+static bool has_member(const struct rlb_members_answer *a, const char *host,
+		       int port)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->m[i].port == port && strcmp(a->m[i].host, host) == 0)
+			return true;
+	return false;
+}
+
+static int add_member(struct rlb_members_answer *a, const struct rlb_member *m)
+{
+	struct rlb_member *grown;
+
+	if (a->n >= RLB_MAX_REPLICAS || has_member(a, m->host, m->port))
+		return 0;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 8;
+
+		grown = realloc(a->m, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		a->m = grown;
+		a->cap = cap;
+	}
+	a->m[a->n] = *m;
+	a->m[a->n].host = strdup(m->host);
+	if (!a->m[a->n].host)
+		return -ENOMEM;
+	a->n++;
+	return 0;
+}
+
+/* What asking one name for one type gave, in words for -v and warnings. */
+static enum rlb_dns_outcome ask_one(const struct rlb_dns_client *dns,
+				    const char *name, uint16_t type,
+				    uint8_t *buf, struct rlb_dns_reply *reply,
+				    struct rlb_dns_source_view *v)
+{
+	ssize_t len;
+	int rc;
+
+	memset(reply, 0, sizeof(*reply));
+	v->name = name;
+	v->type = type;
+	v->nrecords = 0;
+	v->ttl = 0;
+	len = dns->ask(name, type, buf, ANSWER_MAX);
+	if (len < 0) {
+		v->outcome = RLB_DNS_FAILED;
+		snprintf(v->why, sizeof(v->why), "no answer (%s)",
+			 strerror(errno));
+		return v->outcome;
+	}
+	rc = rlb_dns_parse(buf, (size_t)len, name, type, reply);
+	if (rc == -ENOMEM) {
+		v->outcome = RLB_DNS_FAILED;
+		snprintf(v->why, sizeof(v->why), "out of memory");
+	} else if (rc < 0) {
+		v->outcome = RLB_DNS_MALFORMED;
+		snprintf(v->why, sizeof(v->why), "malformed answer");
+	} else if (reply->rcode == RLB_DNS_RCODE_NXDOMAIN) {
+		v->outcome = RLB_DNS_NXDOMAIN;
+		snprintf(v->why, sizeof(v->why), "NXDOMAIN");
+	} else if (reply->rcode != RLB_DNS_RCODE_NOERROR) {
+		v->outcome = RLB_DNS_FAILED;
+		snprintf(v->why, sizeof(v->why), "server error (rcode %d)",
+			 reply->rcode);
+	} else if (reply->nanswer == 0) {
+		v->outcome = RLB_DNS_EMPTY;
+		snprintf(v->why, sizeof(v->why), "no records");
+	} else {
+		v->outcome = RLB_DNS_OK;
+		v->nrecords = reply->nanswer;
+		v->ttl = reply->min_ttl;
+		snprintf(v->why, sizeof(v->why), "%zu records%s",
+			 reply->nanswer,
+			 reply->truncated ? " (truncated)" : "");
+	}
+	return v->outcome;
+}
+
+static bool failed(enum rlb_dns_outcome o)
+{
+	return o == RLB_DNS_FAILED || o == RLB_DNS_MALFORMED;
+}
+
+/*
+ * The outcome of a refresh from those of two of its questions: any
+ * answer makes it an answer (the members of a question that failed are
+ * carried over from the last good ones, rlb_membership_apply()); then a
+ * failure; NXDOMAIN only when every question says so.
+ */
+static enum rlb_dns_outcome combine(enum rlb_dns_outcome a,
+				    enum rlb_dns_outcome b)
+{
+	if (a == RLB_DNS_OK || b == RLB_DNS_OK)
+		return RLB_DNS_OK;
+	if (failed(a) || failed(b))
+		return RLB_DNS_FAILED;
+	if (a == RLB_DNS_EMPTY || b == RLB_DNS_EMPTY)
+		return RLB_DNS_EMPTY;
+	return RLB_DNS_NXDOMAIN;
+}
+
+static void note_ttl(struct rlb_members_answer *a, uint32_t ttl)
+{
+	if (ttl < a->ttl)
+		a->ttl = ttl;
+}
+
+/* The srv source: each target with its port, priority and weight. */
+static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
+				    const struct rlb_dns_client *dns,
+				    uint8_t *buf, struct rlb_members_answer *a)
+{
+	struct rlb_dns_source_view *v = &a->views[a->nviews++];
+	struct rlb_dns_reply reply;
+	enum rlb_dns_outcome o;
+	size_t targets = 0;
+
+	o = ask_one(dns, c->srv, RLB_DNS_T_SRV, buf, &reply, v);
+	for (size_t i = 0; o == RLB_DNS_OK && i < reply.nanswer; i++) {
+		const struct rlb_dns_record *r = &reply.records[i];
+		struct rlb_member m = {
+			.host = (char *)r->name,
+			.port = r->port,
+			.priority = r->priority,
+			.weight = r->weight,
+			.source = RLB_SOURCE_SRV,
+			.view = (uint8_t)(v - a->views),
+		};
+
+		/* Target "." : the service is decidedly not here. */
+		if (r->type != RLB_DNS_T_SRV || !r->name[0] || !r->port)
+			continue;
+		targets++;
+		if (add_member(a, &m) < 0) {
+			o = RLB_DNS_FAILED;
+			snprintf(v->why, sizeof(v->why), "out of memory");
+		}
+	}
+	if (o == RLB_DNS_OK && !targets) {
+		o = v->outcome = RLB_DNS_EMPTY;
+		snprintf(v->why, sizeof(v->why), "no usable targets");
+	}
+	if (o == RLB_DNS_OK)
+		note_ttl(a, reply.min_ttl);
+	rlb_dns_reply_free(&reply);
+	return o;
+}
+
+/* The dns source: every A and AAAA address, a replica each. */
+static enum rlb_dns_outcome ask_addrs(const struct rlb_cluster *c,
+				      const struct rlb_dns_client *dns,
+				      uint8_t *buf,
+				      struct rlb_members_answer *a)
+{
+	static const uint16_t types[2] = {RLB_DNS_T_A, RLB_DNS_T_AAAA};
+	enum rlb_dns_outcome all = RLB_DNS_NXDOMAIN;
+
+	for (size_t t = 0; t < 2; t++) {
+		struct rlb_dns_source_view *v = &a->views[a->nviews++];
+		struct rlb_dns_reply reply;
+		enum rlb_dns_outcome o;
+
+		o = ask_one(dns, c->dns, types[t], buf, &reply, v);
+		for (size_t i = 0; o == RLB_DNS_OK && i < reply.nanswer; i++) {
+			const struct rlb_dns_record *r = &reply.records[i];
+			char text[INET6_ADDRSTRLEN];
+			struct rlb_member m = {
+				.host = text,
+				.port = c->port,
+				.literal = true,
+				.addr = r->addr,
+				.source = RLB_SOURCE_DNS,
+				.view = (uint8_t)(v - a->views),
+			};
+
+			if (r->type != types[t] ||
+			    !inet_ntop(r->addr.family, r->addr.bytes, text,
+				       sizeof(text)))
+				continue;
+			if (add_member(a, &m) < 0) {
+				o = RLB_DNS_FAILED;
+				snprintf(v->why, sizeof(v->why),
+					 "out of memory");
+			}
+		}
+		if (o == RLB_DNS_OK)
+			note_ttl(a, reply.min_ttl);
+		rlb_dns_reply_free(&reply);
+		/* An IPv4-only name has no AAAA: that is no failure. */
+		all = t == 0 ? o : combine(all, o);
+	}
+	return all;
+}
+
+int rlb_members_ask(const struct rlb_cluster *c,
+		    const struct rlb_dns_client *dns,
+		    struct rlb_members_answer *a)
+{
+	uint8_t *buf = malloc(ANSWER_MAX);
+	enum rlb_dns_outcome o = RLB_DNS_NXDOMAIN;
+	int saved = errno;
+
+	memset(a, 0, sizeof(*a));
+	a->ttl = UINT32_MAX;
+	if (!buf) {
+		a->outcome = RLB_DNS_FAILED;
+		return -ENOMEM;
+	}
+	if (c->srv)
+		o = ask_srv(c, dns, buf, a);
+	if (c->dns)
+		o = c->srv ? combine(o, ask_addrs(c, dns, buf, a))
+			   : ask_addrs(c, dns, buf, a);
+	free(buf);
+	a->outcome = o;
+	errno = saved;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The membership in force */
+
+/* Seconds until the next refresh after an answer with TTL ttl. */
+static int64_t refresh_ms(const struct rlb_cluster *c, uint32_t ttl)
+{
+	int64_t ms = c->s.dns_cache_ttl * 1000;
+
+	if (ttl != UINT32_MAX && (int64_t)ttl * 1000 < ms)
+		ms = (int64_t)ttl * 1000;
+	return ms < c->s.dns_refresh_floor_ms ? c->s.dns_refresh_floor_ms : ms;
+}
+
+void rlb_membership_init(struct rlb_membership *ms, const struct rlb_cluster *c)
+{
+	memset(ms, 0, sizeof(*ms));
+	ms->cluster = c->name_hash;
+	ms->outcome = RLB_DNS_NONE;
+}
+
+void rlb_membership_clear(struct rlb_membership *ms)
+{
+	rlb_members_answer_free(&ms->now);
+	memset(ms, 0, sizeof(*ms));
+}
+
+/*
+ * Canonical order of members: by source, then address (dns) or target
+ * and port (srv). A server that rotates its records (BIND's cyclic
+ * rrset-order) then gives the same members, and in_order a stable order.
+ */
+static int member_cmp(const void *pa, const void *pb)
+{
+	const struct rlb_member *a = pa, *b = pb;
+	int d;
+
+	if (a->source != b->source)
+		return a->source < b->source ? -1 : 1;
+	if (a->literal && b->literal) {
+		if (a->addr.family != b->addr.family)
+			return a->addr.family == AF_INET ? -1 : 1;
+		d = memcmp(a->addr.bytes, b->addr.bytes,
+			   a->addr.family == AF_INET ? 4 : 16);
+		if (d)
+			return d;
+	}
+	d = strcmp(a->host, b->host);
+	if (d)
+		return d;
+	return (a->port > b->port) - (a->port < b->port);
+}
+
+/* Whether answer a names the same members as ms holds. */
+static bool same_members(const struct rlb_membership *ms,
+			 const struct rlb_members_answer *a)
+{
+	if (ms->now.n != a->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct rlb_member *x = &ms->now.m[i], *y = &a->m[i];
+
+		if (x->port != y->port || x->priority != y->priority ||
+		    x->weight != y->weight || strcmp(x->host, y->host) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* One warning for a source that fails, again only after a while. */
+static void warn_failing(struct rlb_membership *ms, const struct rlb_cluster *c,
+			 const struct rlb_members_answer *a, int64_t now_ms,
+			 const char *what)
+{
+	char line[400];
+	size_t off = 0;
+
+	if (ms->warned_ms && now_ms - ms->warned_ms < WARN_EVERY_MS &&
+	    ms->warned_outcome == a->outcome)
+		return;
+	ms->warned_ms = now_ms;
+	ms->warned_outcome = a->outcome;
+	line[0] = '\0';
+	for (size_t i = 0; i < a->nviews && off < sizeof(line); i++) {
+		int n = snprintf(line + off, sizeof(line) - off, "%s%s: %s",
+				 i ? "; " : "", a->views[i].name,
+				 a->views[i].why);
+
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+	rlb_log(RLB_LOG_WARNING, "%s: DNS membership: %s; %s", c->name, line,
+		what);
+}
+
+bool rlb_membership_apply(struct rlb_membership *ms,
+			  const struct rlb_cluster *c,
+			  struct rlb_members_answer *a, int64_t now_ms)
+{
+	bool changed = false;
+
+	ms->asked_ms = now_ms;
+	ms->outcome = a->outcome;
+	memcpy(ms->views, a->views, sizeof(ms->views));
+	ms->nviews = a->nviews;
+	switch (a->outcome) {
+	case RLB_DNS_OK:
+		/* A question that failed keeps the members it gave last. */
+		for (size_t i = 0; i < ms->now.n; i++) {
+			const struct rlb_member *m = &ms->now.m[i];
+
+			if (m->view < a->nviews &&
+			    failed(a->views[m->view].outcome) &&
+			    add_member(a, m) < 0)
+				break;
+		}
+		if (a->n > 1)
+			qsort(a->m, a->n, sizeof(*a->m), member_cmp);
+		changed = !ms->answered || !same_members(ms, a);
+		rlb_members_answer_free(&ms->now);
+		ms->now = *a;
+		memset(a, 0, sizeof(*a));
+		ms->answered = true;
+		ms->answered_ms = now_ms;
+		ms->nx_since_ms = 0;
+		ms->warned_ms = 0;
+		ms->due_ms = now_ms + refresh_ms(c, ms->now.ttl);
+		return changed;
+	case RLB_DNS_NXDOMAIN:
+		if (!ms->nx_since_ms)
+			ms->nx_since_ms = now_ms;
+		if (now_ms - ms->nx_since_ms >= c->s.dns_hold_nx * 1000) {
+			changed = ms->now.n > 0 || !ms->answered;
+			rlb_members_answer_free(&ms->now);
+			ms->answered = true;
+			ms->answered_ms = now_ms;
+			warn_failing(ms, c, a, now_ms,
+				     "no members (held for dns_hold_nx)");
+		} else {
+			int64_t left = ms->nx_since_ms +
+				       c->s.dns_hold_nx * 1000 - now_ms;
+			int64_t next = refresh_ms(c, ms->now.ttl);
+
+			warn_failing(ms, c, a, now_ms,
+				     "keeping the last good members for "
+				     "dns_hold_nx");
+			/* Come back when the hold ends, not a TTL later. */
+			ms->due_ms = now_ms + (left < next ? left : next);
+			if (ms->due_ms < now_ms + c->s.dns_refresh_floor_ms)
+				ms->due_ms = now_ms + c->s.dns_refresh_floor_ms;
+			rlb_members_answer_free(a);
+			return false;
+		}
+		break;
+	default:
+		ms->nx_since_ms = 0;
+		warn_failing(ms, c, a, now_ms,
+			     ms->answered ? "keeping the last good members"
+					  : "no members yet");
+		break;
+	}
+	ms->due_ms = now_ms + refresh_ms(c, ms->now.ttl);
+	rlb_members_answer_free(a);
+	return changed;
+}
+
+/* ------------------------------------------------------------------ */
+/* The config of a snapshot */
+
+/* Replica form of member m of cluster c. */
+static int member_replica(const struct rlb_cluster *c,
+			  const struct rlb_member *m, struct rlb_replica *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->host = strdup(m->host);
+	if (!r->host)
+		return -ENOMEM;
+	r->port = m->port ? m->port : c->port;
+	r->priority = m->priority;
+	r->weight = m->weight;
+	r->source = m->source;
+	r->line = c->line;
+	if (m->literal) {
+		r->literal = malloc(sizeof(*r->literal));
+		if (!r->literal) {
+			free(r->host);
+			return -ENOMEM;
+		}
+		r->literal[0] = m->addr;
+		r->nliteral = 1;
+	}
+	r->identity = rlb_replica_identity(r->host, r->port);
+	return 0;
+}
+
+/* Whether replica identity id is already one of c's. */
+static bool has_identity(const struct rlb_cluster *c, uint64_t id)
+{
+	for (size_t i = 0; i < c->nreplicas; i++)
+		if (c->replicas[i].identity == id)
+			return true;
+	return false;
+}
+
+int rlb_members_add(struct rlb_cluster *c, const struct rlb_membership *ms)
+{
+	struct rlb_replica r;
+
+	c->weighted = false;
+	for (size_t i = 0; ms && i < ms->now.n; i++) {
+		if (c->nreplicas >= RLB_MAX_REPLICAS)
+			break;
+		if (member_replica(c, &ms->now.m[i], &r) < 0)
+			return -ENOMEM;
+		/* A member the config names already is the config's. */
+		if (has_identity(c, r.identity)) {
+			rlb_replica_clear(&r);
+			continue;
+		}
+		if (r.weight)
+			c->weighted = true;
+		if (rlb_cluster_append(c, &r, 1) < 0) {
+			rlb_replica_clear(&r);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+const char *rlb_dns_outcome_name(enum rlb_dns_outcome o)
+{
+	switch (o) {
+	case RLB_DNS_OK:
+		return "answered";
+	case RLB_DNS_EMPTY:
+		return "no records";
+	case RLB_DNS_NXDOMAIN:
+		return "NXDOMAIN";
+	case RLB_DNS_FAILED:
+		return "failed";
+	case RLB_DNS_MALFORMED:
+		return "malformed";
+	default:
+		return "not asked";
+	}
+}

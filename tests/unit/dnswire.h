@@ -1,0 +1,22 @@
+/* dnswire.h - DNS answers in wire format for unit tests: one question and
+ * answer records, names uncompressed, built as a server would send them. */
+#ifndef RLB_TEST_DNSWIRE_H
+#define RLB_TEST_DNSWIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dw {
+	uint8_t buf[65536];
+	size_t len;
+};
+
+/* A response to (qname, qtype) with RCODE rcode and no records yet. */
+void dw_start(struct dw *w, const char *qname, uint16_t qtype, int rcode);
+/* An SRV record of owner in the answer section. */
+void dw_srv(struct dw *w, const char *owner, uint32_t ttl, uint16_t priority,
+	    uint16_t weight, uint16_t port, const char *target);
+/* An A or AAAA record (by the address text's family). */
+void dw_addr(struct dw *w, const char *owner, uint32_t ttl, const char *addr);
+
+#endif /* RLB_TEST_DNSWIRE_H */

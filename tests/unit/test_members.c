@@ -1,0 +1,498 @@
+/* test_members.c - DNS membership (design.md §15): what a refresh's answer
+ * does to the members in force, against a scripted DNS client. */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/engine.h"
+#include "tests/unit/dnswire.h"
+
+/* ------------------------------------------------------------------ */
+/* A scripted DNS: one answer (or failure) per question type */
+
+enum script_kind { S_NONE, S_FAIL, S_MSG, S_GARBAGE };
+
+static struct {
+	enum script_kind kind[3]; /* SRV, A, AAAA */
+	struct dw msg[3];
+	unsigned asked[3];
+	char last_name[300];
+} dns;
+
+static int slot_of(uint16_t type)
+{
+	return type == RLB_DNS_T_SRV ? 0 : type == RLB_DNS_T_A ? 1 : 2;
+}
+
+static ssize_t script_ask(const char *name, uint16_t type, uint8_t *buf,
+			  size_t len)
+{
+	int k = slot_of(type);
+
+	dns.asked[k]++;
+	snprintf(dns.last_name, sizeof(dns.last_name), "%s", name);
+	switch (dns.kind[k]) {
+	case S_MSG:
+		assert_true(dns.msg[k].len <= len);
+		memcpy(buf, dns.msg[k].buf, dns.msg[k].len);
+		return (ssize_t)dns.msg[k].len;
+	case S_GARBAGE:
+		memset(buf, 0xff, 40);
+		return 40;
+	default:
+		errno = ETIMEDOUT;
+		return -1;
+	}
+}
+
+static const struct rlb_dns_client script = {.ask = script_ask};
+
+static struct dw *answer(uint16_t type, const char *qname, int rcode)
+{
+	int k = slot_of(type);
+
+	dns.kind[k] = S_MSG;
+	dw_start(&dns.msg[k], qname, type, rcode);
+	return &dns.msg[k];
+}
+
+static void script_fail(uint16_t type)
+{
+	dns.kind[slot_of(type)] = S_FAIL;
+}
+
+static int setup(void **state)
+{
+	memset(&dns, 0, sizeof(dns));
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Clusters */
+
+static struct rlb_config *parse(const char *text)
+{
+	struct rlb_diag diag = {0};
+	struct rlb_config *cfg = NULL;
+	int rc = rlb_config_parse_string(text, "t.conf", &cfg, &diag);
+
+	for (size_t i = 0; i < diag.n; i++)
+		print_error("%s\n", diag.msgs[i]);
+	rlb_diag_free(&diag);
+	assert_int_equal(rc, 0);
+	return cfg;
+}
+
+#define SRV_NAME "_ch._tcp.rlb.test."
+
+/* One refresh of cluster c at now_ms into ms; whether it changed. */
+static bool refresh(struct rlb_membership *ms, const struct rlb_cluster *c,
+		    int64_t now_ms)
+{
+	struct rlb_members_answer a;
+
+	assert_int_equal(rlb_members_ask(c, &script, &a), 0);
+	return rlb_membership_apply(ms, c, &a, now_ms);
+}
+
+static void three_targets(uint32_t ttl)
+{
+	struct dw *w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+
+	/* Out of order, as a rotating server sends them. */
+	dw_srv(w, SRV_NAME, ttl, 10, 5, 9001, "b.rlb.test");
+	dw_srv(w, SRV_NAME, ttl, 20, 0, 9002, "C.rlb.test.");
+	dw_srv(w, SRV_NAME, ttl, 10, 5, 9000, "a.rlb.test");
+}
+
+static void test_members_srv_targets_ports_priorities(void **state)
+{
+	struct rlb_config *cfg =
+		parse("clusters = ({ name = \"s.cluster\"; "
+		      "srv = \"_CH._tcp.rlb.test\"; dns_cache_ttl = 30; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+
+	/* Stored absolute and lowercase: no search list, one question. */
+	assert_string_equal(c->srv, SRV_NAME);
+	assert_null(c->dns);
+	assert_int_equal(c->nreplicas, 0);
+	three_targets(7);
+	rlb_membership_init(&ms, c);
+	assert_true(refresh(&ms, c, 1000));
+	assert_string_equal(dns.last_name, SRV_NAME);
+	assert_int_equal(ms.outcome, RLB_DNS_OK);
+	assert_int_equal(ms.now.n, 3);
+	/* Canonical order: by target, then port. */
+	assert_string_equal(ms.now.m[0].host, "a.rlb.test");
+	assert_int_equal(ms.now.m[0].port, 9000);
+	assert_string_equal(ms.now.m[1].host, "b.rlb.test");
+	assert_string_equal(ms.now.m[2].host, "c.rlb.test");
+	assert_int_equal(ms.now.m[2].priority, 20);
+	assert_int_equal(ms.now.m[1].weight, 5);
+	/* The TTL (7 s) is shorter than dns_cache_ttl (30 s). */
+	assert_int_equal(ms.due_ms, 1000 + 7000);
+	assert_int_equal(rlb_members_add(c, &ms), 0);
+	assert_int_equal(c->nreplicas, 3);
+	assert_int_equal(c->replicas[2].priority, 20);
+	assert_int_equal(c->replicas[2].port, 9002);
+	assert_int_equal(c->replicas[2].source, RLB_SOURCE_SRV);
+	assert_int_equal(c->replicas[0].identity,
+			 rlb_replica_identity("a.rlb.test", 9000));
+	assert_true(c->weighted);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_same_records_rotated_is_no_change(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct dw *w;
+
+	rlb_membership_init(&ms, c);
+	three_targets(60);
+	assert_true(refresh(&ms, c, 0));
+	w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+	dw_srv(w, SRV_NAME, 60, 10, 5, 9000, "a.rlb.test");
+	dw_srv(w, SRV_NAME, 60, 20, 0, 9002, "c.rlb.test");
+	dw_srv(w, SRV_NAME, 60, 10, 5, 9001, "b.rlb.test");
+	assert_false(refresh(&ms, c, 2000));
+	/* dns_cache_ttl (15 s) is shorter than the TTL (60 s). */
+	assert_int_equal(ms.due_ms, 2000 + 15000);
+	/* A target removed is a change. */
+	w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+	dw_srv(w, SRV_NAME, 60, 10, 5, 9000, "a.rlb.test");
+	assert_true(refresh(&ms, c, 3000));
+	assert_int_equal(ms.now.n, 1);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_ttl_zero_takes_the_floor(void **state)
+{
+	struct rlb_config *cfg = parse(
+		"clusters = ({ name = \"s.cluster\"; "
+		"srv = \"_ch._tcp.rlb.test\"; dns_refresh_floor_ms = 250; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+
+	rlb_membership_init(&ms, c);
+	three_targets(0);
+	refresh(&ms, c, 500);
+	assert_int_equal(ms.due_ms, 500 + 250);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_failure_keeps_the_last_good(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+
+	rlb_membership_init(&ms, c);
+	/* Never answered: no members, and says so. */
+	script_fail(RLB_DNS_T_SRV);
+	assert_false(refresh(&ms, c, 0));
+	assert_false(ms.answered);
+	assert_int_equal(ms.outcome, RLB_DNS_FAILED);
+	assert_non_null(strstr(ms.views[0].why, "no answer"));
+	three_targets(60);
+	assert_true(refresh(&ms, c, 1000));
+	/* Down, malformed, empty (NODATA): the three stay. */
+	script_fail(RLB_DNS_T_SRV);
+	assert_false(refresh(&ms, c, 20000));
+	assert_int_equal(ms.now.n, 3);
+	assert_int_equal(ms.outcome, RLB_DNS_FAILED);
+	dns.kind[0] = S_GARBAGE;
+	assert_false(refresh(&ms, c, 40000));
+	assert_int_equal(ms.outcome, RLB_DNS_MALFORMED);
+	assert_int_equal(ms.now.n, 3);
+	answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+	assert_false(refresh(&ms, c, 60000));
+	assert_int_equal(ms.outcome, RLB_DNS_EMPTY);
+	assert_int_equal(ms.now.n, 3);
+	/* A server error too. */
+	answer(RLB_DNS_T_SRV, SRV_NAME, RLB_DNS_RCODE_SERVFAIL);
+	assert_false(refresh(&ms, c, 80000));
+	assert_int_equal(ms.outcome, RLB_DNS_FAILED);
+	assert_int_equal(ms.now.n, 3);
+	/* The time of the members in force is that of their answer. */
+	assert_int_equal(ms.answered_ms, 1000);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_nxdomain_held_then_emptied(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; "
+				       "dns_hold_nx = 5; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+
+	rlb_membership_init(&ms, c);
+	three_targets(1);
+	refresh(&ms, c, 0);
+	answer(RLB_DNS_T_SRV, SRV_NAME, RLB_DNS_RCODE_NXDOMAIN);
+	assert_false(refresh(&ms, c, 1000));
+	assert_int_equal(ms.outcome, RLB_DNS_NXDOMAIN);
+	assert_int_equal(ms.now.n, 3);
+	assert_false(refresh(&ms, c, 5999));
+	assert_int_equal(ms.now.n, 3);
+	/* Five seconds after the first NXDOMAIN: none. */
+	assert_true(refresh(&ms, c, 6000));
+	assert_int_equal(ms.now.n, 0);
+	assert_true(ms.answered);
+	/* Back: the members return at once. */
+	three_targets(1);
+	assert_true(refresh(&ms, c, 7000));
+	assert_int_equal(ms.now.n, 3);
+	/* A new NXDOMAIN run starts its own hold. */
+	answer(RLB_DNS_T_SRV, SRV_NAME, RLB_DNS_RCODE_NXDOMAIN);
+	assert_false(refresh(&ms, c, 8000));
+	assert_false(refresh(&ms, c, 12999));
+	assert_int_equal(ms.now.n, 3);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_nxdomain_due_when_the_hold_ends(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; "
+				       "dns_hold_nx = 2; dns_cache_ttl = 60; "
+				       "});");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+
+	rlb_membership_init(&ms, c);
+	three_targets(60);
+	refresh(&ms, c, 0);
+	answer(RLB_DNS_T_SRV, SRV_NAME, RLB_DNS_RCODE_NXDOMAIN);
+	refresh(&ms, c, 1000);
+	assert_int_equal(ms.due_ms, 3000);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_dns_addresses(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"d.cluster\"; "
+				       "dns = \"pool.rlb.test\"; port = 9000; "
+				       "replicas = ( \"10.0.0.9\" ); });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct dw *w;
+
+	assert_int_equal(c->nstatic, 1);
+	w = answer(RLB_DNS_T_A, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.10");
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.9");
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.2");
+	w = answer(RLB_DNS_T_AAAA, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 20, "2001:db8::1");
+	rlb_membership_init(&ms, c);
+	assert_true(refresh(&ms, c, 0));
+	assert_int_equal(ms.now.n, 4);
+	/* By address, IPv4 first. */
+	assert_string_equal(ms.now.m[0].host, "10.0.0.2");
+	assert_string_equal(ms.now.m[1].host, "10.0.0.9");
+	assert_string_equal(ms.now.m[2].host, "10.0.0.10");
+	assert_string_equal(ms.now.m[3].host, "2001:db8::1");
+	assert_int_equal(ms.now.m[0].port, 9000);
+	assert_true(ms.now.m[0].literal);
+	assert_int_equal(ms.due_ms, 15000);
+	/* 10.0.0.9:9000 is the config's replica already. */
+	assert_int_equal(rlb_members_add(c, &ms), 0);
+	assert_int_equal(c->nreplicas, 4);
+	assert_int_equal(c->replicas[0].source, RLB_SOURCE_CONFIG);
+	assert_string_equal(c->replicas[1].host, "10.0.0.2");
+	assert_int_equal(c->replicas[1].source, RLB_SOURCE_DNS);
+	assert_int_equal(c->replicas[1].nliteral, 1);
+	assert_int_equal(c->replicas[3].literal[0].family, AF_INET6);
+	assert_false(c->weighted);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_failed_question_keeps_its_members(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"d.cluster\"; "
+				       "dns = \"pool.rlb.test\"; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct dw *w;
+
+	w = answer(RLB_DNS_T_A, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.1");
+	w = answer(RLB_DNS_T_AAAA, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "2001:db8::1");
+	rlb_membership_init(&ms, c);
+	refresh(&ms, c, 0);
+	assert_int_equal(ms.now.n, 2);
+	/* AAAA times out; A has a new address: the IPv6 member stays. */
+	w = answer(RLB_DNS_T_A, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.1");
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.3");
+	script_fail(RLB_DNS_T_AAAA);
+	assert_true(refresh(&ms, c, 1000));
+	assert_int_equal(ms.outcome, RLB_DNS_OK);
+	assert_int_equal(ms.now.n, 3);
+	assert_string_equal(ms.now.m[2].host, "2001:db8::1");
+	/* An IPv4-only name (AAAA: no records) has no IPv6 members. */
+	answer(RLB_DNS_T_AAAA, "pool.rlb.test.", 0);
+	assert_true(refresh(&ms, c, 2000));
+	assert_int_equal(ms.now.n, 2);
+	/* Both NXDOMAIN: held (30 s by default). */
+	answer(RLB_DNS_T_A, "pool.rlb.test.", RLB_DNS_RCODE_NXDOMAIN);
+	answer(RLB_DNS_T_AAAA, "pool.rlb.test.", RLB_DNS_RCODE_NXDOMAIN);
+	assert_false(refresh(&ms, c, 3000));
+	assert_int_equal(ms.outcome, RLB_DNS_NXDOMAIN);
+	assert_int_equal(ms.now.n, 2);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_srv_target_root_is_no_service(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct dw *w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+
+	/* RFC 2782: target "." means the service is not available. */
+	dw_srv(w, SRV_NAME, 60, 0, 0, 0, ".");
+	rlb_membership_init(&ms, c);
+	assert_false(refresh(&ms, c, 0));
+	assert_int_equal(ms.outcome, RLB_DNS_EMPTY);
+	assert_int_equal(ms.now.n, 0);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_many_targets(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct dw *w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+	char target[64];
+
+	for (int i = 0; i < 600; i++) {
+		snprintf(target, sizeof(target), "t%03d.rlb.test", i);
+		dw_srv(w, SRV_NAME, 60, 1, 1, 9000, target);
+	}
+	/* Twice: one member each. */
+	dw_srv(w, SRV_NAME, 60, 1, 1, 9000, "t000.rlb.test");
+	rlb_membership_init(&ms, c);
+	assert_true(refresh(&ms, c, 0));
+	assert_int_equal(ms.now.n, 600);
+	assert_int_equal(rlb_members_add(c, &ms), 0);
+	assert_int_equal(c->nreplicas, 600);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_clone_keeps_config_replicas_only(void **state)
+{
+	struct rlb_config *cfg = parse(
+		"clusters = ({ name = \"s.cluster\"; srv = "
+		"\"_ch._tcp.rlb.test\"; "
+		"replicas = ( \"x.rlb.test:1\", { host = \"y\"; address = "
+		"\"10.0.0.1\"; } ); }, { name = \"other\"; replicas = ( "
+		"\"z\" ); });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct rlb_config *copy;
+
+	rlb_membership_init(&ms, c);
+	three_targets(60);
+	refresh(&ms, c, 0);
+	assert_int_equal(rlb_members_add(c, &ms), 0);
+	assert_int_equal(c->nreplicas, 5);
+	copy = rlb_config_clone(cfg, true);
+	assert_non_null(copy);
+	assert_int_equal(copy->nclusters, 2);
+	assert_int_equal(copy->clusters[0].nreplicas, 2);
+	assert_string_equal(copy->clusters[0].replicas[1].pinned[0],
+			    "10.0.0.1");
+	assert_string_equal(copy->clusters[0].srv, SRV_NAME);
+	assert_ptr_equal(rlb_config_find(copy, "OTHER."), &copy->clusters[1]);
+	rlb_config_free(copy);
+	copy = rlb_config_clone(cfg, false);
+	assert_int_equal(copy->clusters[0].nreplicas, 5);
+	rlb_config_free(copy);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+static void test_members_config_keys_validated(void **state)
+{
+	static const char *const bad[] = {
+		"clusters = ({ name = \"a\"; srv = \"bad name.test\"; });",
+		"clusters = ({ name = \"a\"; dns = \"a..b\"; });",
+		"clusters = ({ name = \"a\"; dns = 5; });",
+		"clusters = ({ name = \"a\"; srv = \"x.test\"; "
+		"dns_refresh_floor_ms = 5; });",
+		"clusters = ({ name = \"a\"; });",
+		"srv = \"x.test\"; clusters = ();",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		struct rlb_diag diag = {0};
+		struct rlb_config *cfg = NULL;
+
+		assert_int_equal(
+			rlb_config_parse_string(bad[i], "t.conf", &cfg, &diag),
+			-EINVAL);
+		assert_true(diag.n >= 1);
+		assert_non_null(strstr(diag.msgs[0], "t.conf:1: "));
+		rlb_diag_free(&diag);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(
+			test_members_srv_targets_ports_priorities, setup),
+		cmocka_unit_test_setup(
+			test_members_same_records_rotated_is_no_change, setup),
+		cmocka_unit_test_setup(test_members_ttl_zero_takes_the_floor,
+				       setup),
+		cmocka_unit_test_setup(test_members_failure_keeps_the_last_good,
+				       setup),
+		cmocka_unit_test_setup(test_members_nxdomain_held_then_emptied,
+				       setup),
+		cmocka_unit_test_setup(
+			test_members_nxdomain_due_when_the_hold_ends, setup),
+		cmocka_unit_test_setup(test_members_dns_addresses, setup),
+		cmocka_unit_test_setup(
+			test_members_failed_question_keeps_its_members, setup),
+		cmocka_unit_test_setup(
+			test_members_srv_target_root_is_no_service, setup),
+		cmocka_unit_test_setup(test_members_many_targets, setup),
+		cmocka_unit_test_setup(
+			test_members_clone_keeps_config_replicas_only, setup),
+		cmocka_unit_test_setup(test_members_config_keys_validated,
+				       setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,310 @@
+/* test_refresh.c - DNS membership in a process (design.md §15.3): the first
+ * resolution waits for the first answer, later refreshes run in the
+ * background while resolution goes on with the members in force, counts
+ * of members that stay are kept, a reload keeps the members. DNS is the
+ * seam's resolver entries, answered from a script; the clock is the
+ * seam's. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "preload/preload.h"
+#include "clock.h"
+#include "tests/unit/dnswire.h"
+
+static char tmpdir[] = "/tmp/rlb-test-refresh-XXXXXX";
+static char path[256];
+
+#define SRV "_ch._tcp.rlb.test."
+
+/* ------------------------------------------------------------------ */
+/* The scripted server: one SRV answer, a gate to hold questions */
+
+static pthread_mutex_t dns_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dns_cond = PTHREAD_COND_INITIALIZER;
+static struct dw answer_msg;
+static bool answer_fails;
+static bool gate_closed;
+static unsigned asked, waiting;
+
+static int fake_ninit(res_state st)
+{
+	return 0;
+}
+
+static void fake_nclose(res_state st)
+{
+}
+
+/* The question as "type name": all the fake server needs. */
+static int fake_nmkquery(res_state st, int op, const char *name, int class,
+			 int type, const unsigned char *data, int datalen,
+			 const unsigned char *newrr, unsigned char *buf,
+			 int buflen)
+{
+	return snprintf((char *)buf, (size_t)buflen, "%d %s", type, name) + 1;
+}
+
+static int fake_nsend(res_state st, const unsigned char *msg, int len,
+		      unsigned char *ans, int anslen)
+{
+	int n;
+
+	/* No cmocka assert here: it runs on the library's refresh thread. */
+	if (strncmp((const char *)msg, "33 " SRV, (size_t)len) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&dns_lock);
+	asked++;
+	waiting++;
+	pthread_cond_broadcast(&dns_cond);
+	while (gate_closed)
+		pthread_cond_wait(&dns_cond, &dns_lock);
+	waiting--;
+	if (answer_fails) {
+		pthread_mutex_unlock(&dns_lock);
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	n = (int)answer_msg.len;
+	memcpy(ans, answer_msg.buf,
+	       answer_msg.len < (size_t)anslen ? answer_msg.len
+					       : (size_t)anslen);
+	pthread_mutex_unlock(&dns_lock);
+	return n;
+}
+
+/* The server's next answer: these targets (port 9000 + index). */
+static void serve(const char *const *targets, size_t n)
+{
+	pthread_mutex_lock(&dns_lock);
+	dw_start(&answer_msg, SRV, 33, 0);
+	for (size_t i = 0; i < n; i++)
+		dw_srv(&answer_msg, SRV, 0, 1, 0, 9000, targets[i]);
+	answer_fails = false;
+	pthread_mutex_unlock(&dns_lock);
+}
+
+static unsigned questions(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&dns_lock);
+	n = asked;
+	pthread_mutex_unlock(&dns_lock);
+	return n;
+}
+
+static void set_gate(bool closed)
+{
+	pthread_mutex_lock(&dns_lock);
+	gate_closed = closed;
+	pthread_cond_broadcast(&dns_cond);
+	pthread_mutex_unlock(&dns_lock);
+}
+
+/* Wait (bounded) until a question is held at the gate. */
+static void wait_held(void)
+{
+	pthread_mutex_lock(&dns_lock);
+	for (int i = 0; i < 500 && !waiting; i++) {
+		pthread_mutex_unlock(&dns_lock);
+		usleep(10000);
+		pthread_mutex_lock(&dns_lock);
+	}
+	assert_int_equal(waiting, 1);
+	pthread_mutex_unlock(&dns_lock);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void write_config(const char *extra)
+{
+	char tmp[300];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = fopen(tmp, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"%sclusters = ( { name = \"web.cluster\"; srv = \"" SRV "\";\n"
+		"  dns_refresh_floor_ms = 200; dns_cache_ttl = 0;\n"
+		"  load_balancing = \"in_order\"; } );\n",
+		extra);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
+static int setup(void **state)
+{
+	if (!mkdtemp(tmpdir))
+		return -1;
+	snprintf(path, sizeof(path), "%s/replicalb.conf", tmpdir);
+	setenv("REPLICALB_CONFIG", path, 1);
+	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
+	setenv("REPLICALB_LOG_LEVEL", "none", 1);
+	rlb_libc_bind();
+	rlb_libc()->res_ninit = fake_ninit;
+	rlb_libc()->res_nmkquery = fake_nmkquery;
+	rlb_libc()->res_nsend = fake_nsend;
+	rlb_libc()->res_nclose = fake_nclose;
+	test_clock_advance(0);
+	write_config("");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = tmpdir}, true,
+				NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/*
+ * One resolution's view: the members of web.cluster, as "host host ...",
+ * through the hook's path (find, then members).
+ */
+static void members_now(char *buf, size_t len)
+{
+	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_cluster *c;
+	size_t off = 0;
+
+	assert_non_null(snap);
+	c = rlb_config_find(snap->cfg, "web.cluster");
+	assert_non_null(c);
+	c = rlb_runtime_members(c, &snap);
+	buf[0] = '\0';
+	for (size_t i = 0; c && i < c->nreplicas && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+					i ? " " : "", c->replicas[i].host);
+	if (c)
+		rlb_runtime_release(snap);
+}
+
+/* Resolve until the members are `want` (bounded: 5 s). */
+static void wait_members(const char *want)
+{
+	char got[512] = "";
+
+	for (int i = 0; i < 500; i++) {
+		members_now(got, sizeof(got));
+		if (strcmp(got, want) == 0)
+			return;
+		usleep(10000);
+	}
+	assert_string_equal(got, want);
+}
+
+static void test_refresh_first_waits_then_background(void **state)
+{
+	static const char *const three[] = {"a.rlb.test", "b.rlb.test",
+					    "c.rlb.test"};
+	static const char *const four[] = {"a.rlb.test", "b.rlb.test",
+					   "c.rlb.test", "d.rlb.test"};
+	char got[512];
+	unsigned before;
+
+	serve(three, 3);
+	/* The first resolution has the members: it waited for them. */
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "a.rlb.test b.rlb.test c.rlb.test");
+	assert_int_equal(questions(), 1);
+	/* Not due (floor 200 ms): no question. */
+	members_now(got, sizeof(got));
+	assert_int_equal(questions(), 1);
+
+	/* Due, and the server is slow: resolutions go on with the three. */
+	serve(four, 4);
+	set_gate(true);
+	test_clock_advance(250);
+	before = questions();
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "a.rlb.test b.rlb.test c.rlb.test");
+	wait_held();
+	for (int i = 0; i < 100; i++) {
+		members_now(got, sizeof(got));
+		assert_string_equal(got, "a.rlb.test b.rlb.test c.rlb.test");
+	}
+	/* One refresh at a time, however many resolutions. */
+	assert_int_equal(questions(), before + 1);
+	set_gate(false);
+	wait_members("a.rlb.test b.rlb.test c.rlb.test d.rlb.test");
+}
+
+static void test_refresh_keeps_counts_and_last_good(void **state)
+{
+	static const char *const two[] = {"b.rlb.test", "d.rlb.test"};
+	static const char *const three[] = {"b.rlb.test", "d.rlb.test",
+					    "e.rlb.test"};
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c;
+	char got[512];
+
+	/* Four from the test before; count errors against b. */
+	snap = rlb_runtime_acquire();
+	c = rlb_config_find(snap->cfg, "web.cluster");
+	assert_int_equal(c->nreplicas, 4);
+	assert_string_equal(c->replicas[1].host, "b.rlb.test");
+	rlb_health_add_errors(c, 1, 5, rlb_now());
+	rlb_runtime_release(snap);
+
+	/* a and c leave: b keeps its five errors. */
+	serve(two, 2);
+	test_clock_advance(250);
+	members_now(got, sizeof(got));
+	wait_members("b.rlb.test d.rlb.test");
+	snap = rlb_runtime_acquire();
+	c = rlb_config_find(snap->cfg, "web.cluster");
+	assert_int_equal(rlb_health_errors(c, 0, rlb_now(), true), 5);
+	rlb_runtime_release(snap);
+
+	/* DNS down: the last good members stay. */
+	pthread_mutex_lock(&dns_lock);
+	answer_fails = true;
+	pthread_mutex_unlock(&dns_lock);
+	test_clock_advance(250);
+	members_now(got, sizeof(got));
+	for (int i = 0; i < 20; i++) {
+		usleep(10000);
+		members_now(got, sizeof(got));
+		assert_string_equal(got, "b.rlb.test d.rlb.test");
+	}
+
+	/* A reload keeps the members in force, without asking. */
+	serve(three, 3);
+	write_config("log_level = \"none\";\n");
+	test_clock_advance(1100);
+	set_gate(true);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "b.rlb.test d.rlb.test");
+	set_gate(false);
+	wait_members("b.rlb.test d.rlb.test e.rlb.test");
+	snap = rlb_runtime_acquire();
+	c = rlb_config_find(snap->cfg, "web.cluster");
+	assert_int_equal(rlb_health_errors(c, 0, rlb_now(), true), 5);
+	rlb_runtime_release(snap);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refresh_first_waits_then_background),
+		cmocka_unit_test(test_refresh_keeps_counts_and_last_good),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
