@@ -1,12 +1,15 @@
 # deps.sh - sourced by scripts/test and scripts/demo: make sure the Debian
-# packages the build and the tests need are installed.
+# packages the build and the tests need are installed. bind9 and
+# bind9-dnsutils are for the DNS membership tests, which run their own
+# named in a private namespace (tests/integration/lib_dns.sh); they never
+# use the named.service that installing bind9 may enable on the host.
 # shellcheck shell=bash
 
 RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev binutils \
 libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
 python3 valgrind file procps clang-format redis-server redis-tools strace \
 iproute2 nftables clang libclang-rt-14-dev openjdk-17-jdk-headless \
-haproxy python3-matplotlib"
+haproxy python3-matplotlib bind9 bind9-dnsutils"
 
 rlb_ensure_deps()
 {
