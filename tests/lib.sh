@@ -228,7 +228,7 @@ rlb_cleanup()
 		kill -KILL "$pid" 2>/dev/null
 	done
 	[ -n "$T" ] && rm_state_segments "$T"
-	[ -n "$T" ] && rm -rf "$T"
+	[ -n "$T" ] && [ -z "${RLB_KEEP_T:-}" ] && rm -rf "$T"
 }
 
 # rm_state_segments DIR... : remove the SysV segments that the state name

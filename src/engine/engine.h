@@ -209,6 +209,11 @@ struct rlb_member {
 	uint16_t weight;   /* SRV weight */
 	bool literal;	   /* addr is the replica's address (dns) */
 	struct rlb_addr addr;
+	/* SRV: the target's addresses from the answer's additional
+	 * section (malloc'd), used without asking again; none: the
+	 * target is resolved as any replica host. */
+	struct rlb_addr *glue;
+	size_t nglue;
 	enum rlb_replica_source source;
 	uint8_t view; /* the question that gave it (views[] below) */
 };

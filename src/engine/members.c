@@ -59,8 +59,10 @@ const struct rlb_dns_client rlb_dns_libc = {.ask = libc_ask};
 
 void rlb_members_answer_free(struct rlb_members_answer *a)
 {
-	for (size_t i = 0; i < a->n; i++)
+	for (size_t i = 0; i < a->n; i++) {
 		free(a->m[i].host);
+		free(a->m[i].glue);
+	}
 	free(a->m);
 	memset(a, 0, sizeof(*a));
 }
@@ -90,9 +92,20 @@ static int add_member(struct rlb_members_answer *a, const struct rlb_member *m)
 		a->cap = cap;
 	}
 	a->m[a->n] = *m;
+	a->m[a->n].glue = NULL;
+	a->m[a->n].nglue = 0;
 	a->m[a->n].host = strdup(m->host);
 	if (!a->m[a->n].host)
 		return -ENOMEM;
+	if (m->nglue) {
+		a->m[a->n].glue = malloc(m->nglue * sizeof(*m->glue));
+		if (!a->m[a->n].glue) {
+			free(a->m[a->n].host);
+			return -ENOMEM;
+		}
+		memcpy(a->m[a->n].glue, m->glue, m->nglue * sizeof(*m->glue));
+		a->m[a->n].nglue = m->nglue;
+	}
 	a->n++;
 	return 0;
 }
@@ -175,7 +188,34 @@ static void note_ttl(struct rlb_members_answer *a, uint32_t ttl)
 		a->ttl = ttl;
 }
 
-/* The srv source: each target with its port, priority and weight. */
+/*
+ * The addresses reply's additional section gives for target (at most
+ * RLB_MAX_PINNED), into glue; how many. Their smallest TTL into *ttl.
+ */
+static size_t glue_of(const struct rlb_dns_reply *reply, const char *target,
+		      struct rlb_addr *glue, uint32_t *ttl)
+{
+	size_t n = 0;
+
+	for (size_t i = reply->nanswer; i < reply->n && n < RLB_MAX_PINNED;
+	     i++) {
+		const struct rlb_dns_record *r = &reply->records[i];
+
+		if ((r->type != RLB_DNS_T_A && r->type != RLB_DNS_T_AAAA) ||
+		    strcmp(r->name, target) != 0)
+			continue;
+		glue[n++] = r->addr;
+		if (r->ttl < *ttl)
+			*ttl = r->ttl;
+	}
+	return n;
+}
+
+/*
+ * The srv source: each target with its port, priority and weight, and
+ * the addresses the answer gives for it, so that a member needs no
+ * question of its own (and stays reachable while DNS is down).
+ */
 static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
 				    const struct rlb_dns_client *dns,
 				    uint8_t *buf, struct rlb_members_answer *a)
@@ -185,10 +225,15 @@ static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
 	enum rlb_dns_outcome o;
 	size_t targets = 0;
 
+	struct rlb_addr glue[RLB_MAX_PINNED];
+	uint32_t ttl = UINT32_MAX;
+
 	o = ask_one(dns, c->srv, RLB_DNS_T_SRV, buf, &reply, v);
 	for (size_t i = 0; o == RLB_DNS_OK && i < reply.nanswer; i++) {
 		const struct rlb_dns_record *r = &reply.records[i];
 		struct rlb_member m = {
+			.glue = glue,
+			.nglue = glue_of(&reply, r->name, glue, &ttl),
 			.host = (char *)r->name,
 			.port = r->port,
 			.priority = r->priority,
@@ -210,8 +255,10 @@ static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
 		o = v->outcome = RLB_DNS_EMPTY;
 		snprintf(v->why, sizeof(v->why), "no usable targets");
 	}
-	if (o == RLB_DNS_OK)
+	if (o == RLB_DNS_OK) {
 		note_ttl(a, reply.min_ttl);
+		note_ttl(a, ttl);
+	}
 	rlb_dns_reply_free(&reply);
 	return o;
 }
@@ -349,7 +396,10 @@ static bool same_members(const struct rlb_membership *ms,
 		const struct rlb_member *x = &ms->now.m[i], *y = &a->m[i];
 
 		if (x->port != y->port || x->priority != y->priority ||
-		    x->weight != y->weight || strcmp(x->host, y->host) != 0)
+		    x->weight != y->weight || strcmp(x->host, y->host) != 0 ||
+		    x->nglue != y->nglue ||
+		    (x->nglue && memcmp(x->glue, y->glue,
+					x->nglue * sizeof(*x->glue)) != 0))
 			return false;
 	}
 	return true;
@@ -469,14 +519,19 @@ static int member_replica(const struct rlb_cluster *c,
 	r->weight = m->weight;
 	r->source = m->source;
 	r->line = c->line;
-	if (m->literal) {
-		r->literal = malloc(sizeof(*r->literal));
+	if (m->literal || m->nglue) {
+		size_t n = m->literal ? 1 : m->nglue;
+
+		r->literal = malloc(n * sizeof(*r->literal));
 		if (!r->literal) {
 			free(r->host);
 			return -ENOMEM;
 		}
-		r->literal[0] = m->addr;
-		r->nliteral = 1;
+		if (m->literal)
+			r->literal[0] = m->addr;
+		else
+			memcpy(r->literal, m->glue, n * sizeof(*r->literal));
+		r->nliteral = n;
 	}
 	r->identity = rlb_replica_identity(r->host, r->port);
 	return 0;

@@ -117,6 +117,21 @@ static void charge_replica(struct rlb_cluster *c, size_t i,
 		(unsigned long long)rlb_health_errors(c, i, 0, false));
 }
 
+/* Charge every replica of c with identity id; whether there was one. */
+static bool charge_identity(struct rlb_cluster *c, const struct rlb_failure *f,
+			    uint64_t id)
+{
+	bool found = false;
+
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		if (c->replicas[i].identity == id) {
+			charge_replica(c, i, f);
+			found = true;
+		}
+	}
+	return found;
+}
+
 void rlb_snapshot_charge(struct rlb_snapshot *snap, const struct rlb_failure *f)
 {
 	struct rlb_config *cfg = snap->cfg;
@@ -131,10 +146,19 @@ void rlb_snapshot_charge(struct rlb_snapshot *snap, const struct rlb_failure *f)
 			if (f->age_ms >= 0 &&
 			    f->age_ms < c->s.connect_timeout_ms)
 				continue;
-			for (size_t i = 0; i < c->nreplicas; i++)
-				if (c->replicas[i].identity ==
-				    f->owners[k].replica)
-					charge_replica(c, i, f);
+			if (!charge_identity(c, f, f->owners[k].replica) &&
+			    (c->srv || c->dns)) {
+				/* A member that left after its address
+				 * was handed out (design.md §15.4). */
+				rlb_health_add_by_identity(
+					c, f->owners[k].replica, 1, rlb_now(),
+					f->slowdown);
+				rlb_log(RLB_LOG_DEBUG,
+					"%s: a replica that left the DNS "
+					"membership: %s counted",
+					c->name,
+					f->slowdown ? "slowdown" : "error");
+			}
 		}
 	}
 	errno = saved;

@@ -100,8 +100,9 @@ struct rlb_replica {
 	char **pinned;	  /* npinned address literals; skip DNS if any */
 	size_t npinned;
 	struct rlb_addr *literal; /* nliteral addresses known without DNS:
-				   * the pinned ones, or the host itself
-				   * when it is an IP literal */
+				   * the pinned ones, the host itself when
+				   * it is an IP literal, or an SRV target's
+				   * from the SRV answer (design.md §15) */
 	size_t nliteral;
 	uint64_t identity; /* rlb_hash64 of lowercase host + port: the
 			    * key of its health state across reloads */

@@ -112,10 +112,17 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 	if (k == 0 ||
 	    !atomic_compare_exchange_strong(&s->map->hdr.decay_time, &t, now))
 		return;
-	for (size_t i = 0; i < c->nreplicas; i++) {
-		struct health_slot *slot = slot_of(c, s, i);
+	/*
+	 * Every slot, not only this process's replicas: T is the segment's,
+	 * so a replica another process knows (an apps.d overlay) or one
+	 * that left the DNS membership for a while (design.md §15.4) must
+	 * not keep counts from before the move.
+	 */
+	for (size_t j = 0; j < s->nslots; j++) {
+		struct health_slot *slot = &s->map->slots[j];
 
-		if (!slot)
+		if (atomic_load_explicit(&slot->key, memory_order_relaxed) <=
+		    HEALTH_KEY_DROPPED)
 			continue;
 		shift_counter(&slot->errors, k);
 		shift_counter(&slot->slowdowns, k);
@@ -177,19 +184,28 @@ int64_t rlb_health_decay_time(const struct rlb_cluster *c)
  * in a store this process or another has just moved away from is moved
  * after it (design.md §12.3).
  */
-static void add_to(struct rlb_cluster *c, size_t i, uint64_t n, int64_t now,
-		   bool slowdowns, uint64_t cap)
+static void add_to(struct rlb_cluster *c, size_t i, uint64_t id, uint64_t n,
+		   int64_t now, bool slowdowns, uint64_t cap)
 {
 	struct rlb_health *h = c->health;
 	struct health_slot *slot;
 	struct store *s;
+	long idx;
 
 	s = rlb_attach_check(c);
 	if (!s || s->readonly)
 		return;
 	if (c->s.half_life > 0)
 		rlb_health_decay(c, now);
-	slot = slot_of(c, s, i);
+	if (i != SIZE_MAX) {
+		slot = slot_of(c, s, i);
+	} else {
+		/* By identity: a replica the cluster no longer has. */
+		idx = rlb_table_find(s->map, s->nslots, id);
+		if (idx < 0)
+			idx = rlb_table_claim(s->map, s->nslots, id);
+		slot = idx < 0 ? NULL : &s->map->slots[idx];
+	}
 	if (!slot)
 		return;
 	rlb_table_add(slowdowns ? &slot->slowdowns : &slot->errors, n, cap);
@@ -212,13 +228,21 @@ static void add_to(struct rlb_cluster *c, size_t i, uint64_t n, int64_t now,
 void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 			   int64_t now)
 {
-	add_to(c, i, n, now, false, rlb_table_cap(c));
+	add_to(c, i, 0, n, now, false, rlb_table_cap(c));
 }
 
 void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
 			      int64_t now)
 {
-	add_to(c, i, n, now, true, UINT64_MAX);
+	add_to(c, i, 0, n, now, true, UINT64_MAX);
+}
+
+void rlb_health_add_by_identity(struct rlb_cluster *c, uint64_t identity,
+				uint64_t n, int64_t now, bool slowdowns)
+{
+	if (identity > HEALTH_KEY_DROPPED)
+		add_to(c, SIZE_MAX, identity, n, now, slowdowns,
+		       slowdowns ? UINT64_MAX : rlb_table_cap(c));
 }
 
 void rlb_health_reset(struct rlb_cluster *c, size_t i)

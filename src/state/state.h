@@ -88,6 +88,13 @@ void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
 			   int64_t now);
 void rlb_health_add_slowdowns(struct rlb_cluster *c, size_t i, uint64_t n,
 			      int64_t now);
+/*
+ * As those, for the replica of c with this identity that c no longer
+ * has (a DNS member that left after its address was handed out, design.md
+ * §15.4): its slot is found, or claimed, by identity.
+ */
+void rlb_health_add_by_identity(struct rlb_cluster *c, uint64_t identity,
+				uint64_t n, int64_t now, bool slowdowns);
 /* Zero replica i's counts, or every replica's when i == SIZE_MAX. */
 void rlb_health_reset(struct rlb_cluster *c, size_t i);
 /* Round-robin counter: fetch-and-increment, or just read. */

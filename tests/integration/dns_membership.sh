@@ -100,7 +100,7 @@ client_served_since()
 # matches, or "never".
 first_time()
 {
-	awk "$2 {printf \"%d\\n\", \$1 * 1000; f = 1; exit} END {if (!f) print \"never\"}" \
+	awk "$2 {printf \"%.0f\\n\", \$1 * 1000; f = 1; exit} END {if (!f) print \"never\"}" \
 		"$T/$1.log"
 }
 
@@ -183,7 +183,7 @@ t_deleted=$(now_ms)
 sleep 2
 check_eq "grow: after the removal (+1 s) g1 gets nothing, the others all" \
 	"g2 g3 g4" "$(client_served_since grow $((t_deleted + 1000)))"
-t_last=$(awk '$5 == "served=g1" {t = $1} END {printf "%d\n", t * 1000}' "$T/grow.log")
+t_last=$(awk '$5 == "served=g1" {t = $1} END {printf "%.0f\n", t * 1000}' "$T/grow.log")
 [ "$t_last" -gt 0 ] || t_last=$t_deleted
 echo "# grow: delete took $((t_deleted - t_del)) ms; g1 last served $((t_last - t_deleted)) ms after"
 check_eq "grow: every resolution succeeded" ok "$(client_ok_since grow 0)"

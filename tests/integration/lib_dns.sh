@@ -419,7 +419,7 @@ write_dns_client()
 	DNSCLIENT=$T/dnsclient.py
 	cat >"$DNSCLIENT" <<'PYEOF'
 import errno, getopt, os, socket, sys, time
-opts, args = getopt.getopt(sys.argv[1:], "m:i:n:s:o:r:")
+opts, args = getopt.gnu_getopt(sys.argv[1:], "m:i:n:s:o:r:")
 o = dict(opts)
 name, port = args[0], int(args[1])
 mode = o.get("-m", "http")
