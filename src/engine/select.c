@@ -383,6 +383,66 @@ static bool select_packed(const struct rlb_cluster *c,
 	return true;
 }
 
+/* Ties of a weighted cluster ordered by weight this far into a run. */
+#define WEIGHTED_PICKS 64
+
+/* Whether replicas a and b tie on every key field but the random one. */
+static bool same_rank(const struct rlb_cluster *c,
+		      const struct rlb_selection *sel, uint64_t ignored,
+		      uint32_t a, uint32_t b)
+{
+	uint64_t ea = sel->errors[a] > ignored ? sel->errors[a] - ignored : 0;
+	uint64_t eb = sel->errors[b] > ignored ? sel->errors[b] - ignored : 0;
+
+	return ea == eb && sel->slowdowns[a] == sel->slowdowns[b] &&
+	       c->replicas[a].priority == c->replicas[b].priority &&
+	       sel->policy_prio[a] == sel->policy_prio[b];
+}
+
+/*
+ * RFC 2782's weighted choice, repeated: each place of run o[0 .. n) goes
+ * to one of the replicas left with probability weight / sum of theirs.
+ * Weight 0 comes after every weighted one (their random order kept).
+ * Quadratic, so only the first WEIGHTED_PICKS places are chosen so.
+ */
+static void weighted_run(const struct rlb_cluster *c, uint32_t *o, size_t n)
+{
+	for (size_t k = 0; k + 1 < n && k < WEIGHTED_PICKS; k++) {
+		uint64_t sum = 0, r, run = 0;
+		uint32_t t;
+		size_t j;
+
+		for (j = k; j < n; j++)
+			sum += c->replicas[o[j]].weight;
+		if (sum == 0)
+			return;
+		r = ((uint64_t)rlb_random_u32() * sum) >> 32;
+		for (j = k; j < n; j++) {
+			run += c->replicas[o[j]].weight;
+			if (run > r)
+				break;
+		}
+		t = o[k];
+		o[k] = o[j];
+		o[j] = t;
+	}
+}
+
+/* SRV weights (design.md §15) among ties of sel, once it is sorted. */
+static void weighted_ties(const struct rlb_cluster *c,
+			  struct rlb_selection *sel, size_t n, uint64_t ignored)
+{
+	for (size_t lo = 0, hi; lo < n; lo = hi) {
+		for (hi = lo + 1;
+		     hi < n &&
+		     same_rank(c, sel, ignored, sel->order[lo], sel->order[hi]);
+		     hi++)
+			;
+		if (hi - lo > 1)
+			weighted_run(c, sel->order + lo, hi - lo);
+	}
+}
+
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel)
 {
@@ -419,6 +479,8 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		}
 		if (select_packed(c, sel, n, ignored, (uint64_t *)keys)) {
 			free(keys);
+			if (c->weighted)
+				weighted_ties(c, sel, n, ignored);
 			return;
 		}
 	}
@@ -437,4 +499,6 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		sel->order[i] = keys[i].index;
 	if (keys != stack_keys)
 		free(keys);
+	if (c->weighted)
+		weighted_ties(c, sel, n, ignored);
 }

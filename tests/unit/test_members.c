@@ -442,6 +442,60 @@ static void test_members_clone_keeps_config_replicas_only(void **state)
 	rlb_config_free(cfg);
 }
 
+static void test_members_srv_weights_order_ties(void **state)
+{
+	char dir[] = "/tmp/rlb-test-members-XXXXXX", text[400], cmd[100];
+	struct rlb_config *cfg;
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c;
+	struct rlb_membership ms;
+	struct rlb_selection *sel;
+	unsigned first[4] = {0};
+	struct dw *w;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(text, sizeof(text),
+		 "state_dir = \"%s\"; clusters = ({ name = \"w.cluster\"; "
+		 "srv = \"_ch._tcp.rlb.test\"; });",
+		 dir);
+	cfg = parse(text);
+	c = &cfg->clusters[0];
+	w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+	dw_srv(w, SRV_NAME, 60, 10, 90, 9000, "heavy.rlb.test");
+	dw_srv(w, SRV_NAME, 60, 10, 10, 9000, "light.rlb.test");
+	dw_srv(w, SRV_NAME, 60, 10, 0, 9000, "zero.rlb.test");
+	/* A better SRV priority beats any weight. */
+	dw_srv(w, SRV_NAME, 60, 5, 1, 9000, "best.rlb.test");
+	rlb_membership_init(&ms, c);
+	refresh(&ms, c, 0);
+	assert_int_equal(rlb_members_add(c, &ms), 0);
+	rlb_membership_clear(&ms);
+	snap = rlb_snapshot_new(cfg, NULL, false);
+	assert_non_null(snap);
+	c = &snap->cfg->clusters[0];
+	assert_true(c->weighted);
+	assert_string_equal(c->replicas[0].host, "best.rlb.test");
+	assert_string_equal(c->replicas[1].host, "heavy.rlb.test");
+	sel = rlb_selection_new(c->nreplicas);
+	for (int i = 0; i < 2000; i++) {
+		rlb_select(c, true, 1, sel);
+		assert_int_equal(sel->order[0], 0);
+		/* Weight 0 after every weighted one. */
+		assert_int_equal(sel->order[3], 3);
+		first[sel->order[1]]++;
+	}
+	/* heavy (90) takes the place after best 9 times in 10: 1800 of
+	 * 2000, sigma 13.4; 1700 and 1900 are 7 sigma away. */
+	assert_in_range(first[1], 1700, 1900);
+	assert_int_equal(first[1] + first[2], 2000);
+	free(sel);
+	rlb_snapshot_put(snap);
+	rlb_health_remove_state(&(struct rlb_config){.state_dir = dir}, true,
+				NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_members_config_keys_validated(void **state)
 {
 	static const char *const bad[] = {
@@ -490,6 +544,8 @@ int main(void)
 		cmocka_unit_test_setup(test_members_many_targets, setup),
 		cmocka_unit_test_setup(
 			test_members_clone_keeps_config_replicas_only, setup),
+		cmocka_unit_test_setup(test_members_srv_weights_order_ties,
+				       setup),
 		cmocka_unit_test_setup(test_members_config_keys_validated,
 				       setup),
 	};
