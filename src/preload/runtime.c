@@ -54,6 +54,23 @@ struct runtime_membership {
 };
 static struct runtime_membership *memberships;
 static size_t nmemberships;
+/*
+ * The earliest refresh due of a membership not being refreshed: before
+ * it, a resolution of a DNS cluster with members takes no lock at all.
+ * Written under members_lock (recompute_due()).
+ */
+static _Atomic int64_t members_due;
+
+/* members_due from the memberships. Under members_lock. */
+static void recompute_due(void)
+{
+	int64_t due = INT64_MAX;
+
+	for (size_t i = 0; i < nmemberships; i++)
+		if (!memberships[i].busy && memberships[i].ms.due_ms < due)
+			due = memberships[i].ms.due_ms;
+	atomic_store_explicit(&members_due, due, memory_order_release);
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_bool init_done;
@@ -129,6 +146,7 @@ static void atfork_child(void)
 	/* Nor is a refresh: the threads asking DNS stayed in the parent. */
 	for (size_t i = 0; i < nmemberships; i++)
 		memberships[i].busy = false;
+	recompute_due();
 	pthread_mutex_unlock(&members_lock);
 	/* A reload another thread was doing is not going on in the child. */
 	atomic_flag_clear(&reload_busy);
@@ -254,6 +272,7 @@ static int adopt_base(struct rlb_config *cfg)
 	free(memberships);
 	memberships = next;
 	nmemberships = n;
+	recompute_due();
 	rlb_config_free(base);
 	base = cfg;
 	/* A refresh that was asking for a cluster gone is answered into
@@ -512,6 +531,7 @@ static void refresh_membership(uint64_t name_hash)
 	rlb_members_answer_free(&a);
 	if (m)
 		m->busy = false;
+	recompute_due();
 	pthread_cond_broadcast(&members_cond);
 	pthread_mutex_unlock(&members_lock);
 	rlb_snapshot_put(old);
@@ -561,6 +581,10 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 	int saved = errno;
 	int64_t now = rlb_monotonic_ms();
 
+	/* Nothing due (or all in flight), and members to answer with. */
+	if (c->nreplicas &&
+	    now < atomic_load_explicit(&members_due, memory_order_acquire))
+		return c;
 	pthread_mutex_lock(&members_lock);
 	m = membership_of(name_hash);
 	if (m && !m->ms.answered) {
@@ -577,6 +601,8 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 	} else if (m && !m->busy && now >= m->ms.due_ms) {
 		m->busy = background = true;
 	}
+	if (first || background)
+		recompute_due();
 	pthread_mutex_unlock(&members_lock);
 	if (background && !refresh_in_background(name_hash))
 		refresh_membership(name_hash);
