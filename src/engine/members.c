@@ -481,8 +481,9 @@ bool rlb_membership_apply(struct rlb_membership *ms,
 			int64_t next = refresh_ms(c, ms->now.ttl);
 
 			warn_failing(ms, c, a, now_ms,
-				     "keeping the last good members for "
-				     "dns_hold_nx");
+				     ms->answered ? "keeping the last good "
+						    "members for dns_hold_nx"
+						  : "no members yet");
 			/* Come back when the hold ends, not a TTL later. */
 			ms->due_ms = now_ms + (left < next ? left : next);
 			if (ms->due_ms < now_ms + c->s.dns_refresh_floor_ms)
