@@ -183,45 +183,44 @@ bool rlb_pending_is(int fd, uint64_t ino)
 	return same;
 }
 
-/* The TCP state of fd (TCP_SYN_SENT: its connect is pending), or -1. */
-static int tcp_state(int fd)
+/*
+ * The TCP state of fd (TCP_SYN_SENT: its connect is pending), or -1; in
+ * *never, whether it is closed and never connected: no SYN-ACK ever came,
+ * so no RTT sample and no negotiated option was recorded (its connect has
+ * not started yet, or it failed). State and evidence come from one look:
+ * the entry is set before the owner's connect() (§11.2), and a socket seen
+ * closed at a first look and connecting at a second would pass for one
+ * that connected unseen, so a sweep would take a failing attempt from its
+ * owner and it would count nothing (design.md §11.6). Reads nothing the
+ * program could observe (SO_ERROR is for the program).
+ */
+static int tcp_state(int fd, bool *never)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
+	*never = false;
 	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
 		return -1;
+	*never = ti.tcpi_state == TCP_CLOSE && ti.tcpi_rtt == 0 &&
+		 ti.tcpi_options == 0;
 	return ti.tcpi_state;
 }
 
 bool rlb_pending_connecting(int fd)
 {
-	return tcp_state(fd) == TCP_SYN_SENT;
-}
+	bool never;
 
-/*
- * Whether a closed-state TCP socket failed to connect: it never got a
- * SYN-ACK, so no RTT sample and no negotiated option was ever recorded.
- * Reads nothing the program could observe (SO_ERROR is for the program).
- */
-static bool never_connected(int fd)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-
-	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
-		return false;
-	return ti.tcpi_state == TCP_CLOSE && ti.tcpi_rtt == 0 &&
-	       ti.tcpi_options == 0;
+	return tcp_state(fd, &never) == TCP_SYN_SENT;
 }
 
 /* Whether fd's connect established at some time, whatever since. */
 static bool connected_once(int fd)
 {
-	int state = tcp_state(fd);
+	bool never;
+	int state = tcp_state(fd, &never);
 
-	return state >= 0 && state != TCP_SYN_SENT &&
-	       !(state == TCP_CLOSE && never_connected(fd));
+	return state >= 0 && state != TCP_SYN_SENT && !never;
 }
 
 static void slot_store(struct fd_slot *s, const struct pending_connect *p)
@@ -437,14 +436,15 @@ void rlb_pending_judge(const struct pending_connect *p, int fd,
 		       const struct rlb_owner *owners, size_t n, bool at_exit)
 {
 	int64_t age = rlb_monotonic_ms() - p->start_ms;
-	int state = fd >= 0 ? tcp_state(fd) : TCP_SYN_SENT;
+	bool never = false;
+	int state = fd >= 0 ? tcp_state(fd, &never) : TCP_SYN_SENT;
 
 	if (state == TCP_SYN_SENT) {
 		if (age >= p->timeout_ms)
 			rlb_pending_report(&p->d, ETIMEDOUT, age, false);
 		else if (!at_exit)
 			dropped_young(p, fd, owners, n);
-	} else if (state == TCP_CLOSE && never_connected(fd)) {
+	} else if (never) {
 		/* The kind of failure cannot be read without consuming it;
 		 * it counts one error whatever it is. */
 		rlb_pending_report(&p->d, ECONNREFUSED, -1, false);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -297,6 +298,57 @@ static void test_track_pending_abandoned_late_counts(void **state)
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
 
+/*
+ * The sweep of another thread looking at an attempt just as its connect()
+ * starts: the entry is set before the call (design.md §11.2), so the
+ * sweep may find the socket unconnected (TCP_CLOSE) and, a moment later,
+ * connecting. Here the connect is made from inside the sweep's first
+ * look at TCP_INFO, so a second look would see SYN_SENT, take the
+ * attempt for one that connected unseen, and the attempt would count
+ * nothing. Judged on one look, it stays pending and counts its timeout.
+ */
+static int (*real_getsockopt)(int, int, int, void *, socklen_t *);
+static int race_fd = -1;
+
+static int getsockopt_connects(int fd, int level, int name, void *val,
+			       socklen_t *len)
+{
+	int rc = real_getsockopt(fd, level, name, val, len);
+
+	if (fd == race_fd && level == IPPROTO_TCP && name == TCP_INFO) {
+		struct sockaddr_in sin = loopback(port_full);
+
+		race_fd = -1;
+		rlb_libc()->connect(fd, (void *)&sin, sizeof(sin));
+	}
+	return rc;
+}
+
+static void test_track_sweep_during_connect_keeps_attempt(void **state)
+{
+	struct sockaddr_in sin = loopback(port_full);
+	struct pending_connect p = {.timeout_ms = TIMEOUT_MS};
+	int fd = tcp_socket(true);
+	struct fd_slot *s;
+
+	assert_true(rlb_addr_to_dest((void *)&sin, sizeof(sin), &p.d));
+	p.ino = rlb_pending_ino(fd);
+	p.start_ms = rlb_monotonic_ms();
+	rlb_pending_set(fd, &p);
+	real_getsockopt = rlb_libc()->getsockopt;
+	rlb_libc()->getsockopt = getsockopt_connects;
+	race_fd = fd;
+	rlb_track_sweep();
+	rlb_libc()->getsockopt = real_getsockopt;
+	assert_int_equal(race_fd, -1); /* the connect was made */
+	s = rlb_pending_slot(fd);
+	assert_non_null(s);
+	assert_int_not_equal(atomic_load(&s->pending), 0);
+	test_clock_advance(TIMEOUT_MS + 50);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+}
+
 static void test_track_blocking_sndtimeo_counts(void **state)
 {
 	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
@@ -505,6 +557,8 @@ int main(void)
 			test_track_pending_closed_early_not_counted, handout),
 		cmocka_unit_test_setup(test_track_pending_abandoned_late_counts,
 				       handout),
+		cmocka_unit_test_setup(
+			test_track_sweep_during_connect_keeps_attempt, handout),
 		cmocka_unit_test_setup(test_track_blocking_sndtimeo_counts,
 				       handout),
 		cmocka_unit_test_setup(test_track_v4_mapped_counts_as_v4,
