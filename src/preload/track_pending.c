@@ -202,8 +202,10 @@ static int tcp_state(int fd, bool *never)
 	*never = false;
 	if (rlb_libc()->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
 		return -1;
+	/* TCPI_OPT_ECN is set when the SYN asks for ECN (tcp_ecn = 1),
+	 * before any answer: it is no evidence of a SYN-ACK. */
 	*never = ti.tcpi_state == TCP_CLOSE && ti.tcpi_rtt == 0 &&
-		 ti.tcpi_options == 0;
+		 (ti.tcpi_options & ~TCPI_OPT_ECN) == 0;
 	return ti.tcpi_state;
 }
 

@@ -91,7 +91,8 @@ clusters = (
   { name = "forefuse.cluster"; port = $PORT; connect_failover = true;
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "reset.cluster"; port = $PORT; replicas = ( "127.0.0.8" ); },
-  { name = "up.cluster"; port = $PORT; replicas = ( "127.0.0.3" ); }
+  { name = "up.cluster"; port = $PORT; replicas = ( "127.0.0.3" ); },
+  { name = "refuse.cluster"; port = $PORT; replicas = ( "127.0.0.2" ); }
 );
 EOF
 
@@ -431,6 +432,38 @@ check_eq "curl, 3 URLs, silent first, failover: all served by the next replica" 
 	"replica=r3 replica=r3 replica=r3 " "$got"
 check_le "... one bound in all (ms)" 2500 "$ms"
 check_eq "... one error" "1 0" "$(cluster_errors fo.cluster)"
+
+# ECN asked on every SYN (net.ipv4.tcp_ecn = 1, this namespace only): a
+# refused socket then reports TCPI_OPT_ECN, which is no evidence of a
+# SYN-ACK. A resolution (which sweeps) between a refused non-blocking
+# connect and the program's SO_ERROR must leave the attempt to its owner:
+# every refusal counted.
+if sysctl -q -w net.ipv4.tcp_ecn=1; then
+	reset_all
+	cat >"$T/ecn.py" <<'EOF'
+import select, socket, sys
+port, n, seen = int(sys.argv[1]), int(sys.argv[2]), 0
+for _ in range(n):
+    a = socket.getaddrinfo("refuse.cluster", port, socket.AF_INET,
+                           socket.SOCK_STREAM)[0][4]
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex(a)
+    select.select([], [s], [], 5)
+    socket.getaddrinfo("up.cluster", port, socket.AF_INET, socket.SOCK_STREAM)
+    if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 111:
+        seen += 1
+    s.close()
+print(seen)
+EOF
+	got=$(timeout 60 env LD_PRELOAD="$RLB_LIB" $PY "$T/ecn.py" "$PORT" 50 2>>"$T/life.err")
+	check_eq "tcp_ecn=1: the program saw 50 refusals" 50 "$got"
+	check_eq "tcp_ecn=1: each counted once, a sweep between connect and SO_ERROR" \
+		50 "$(errs refuse.cluster 127.0.0.2)"
+	sysctl -q -w net.ipv4.tcp_ecn=2
+else
+	fail "sysctl net.ipv4.tcp_ecn in the test's namespace"
+fi
 
 check_empty "nothing on stderr from the clients" "$T/life.err"
 finish
