@@ -8,7 +8,7 @@
 
 #include "model/model.h"
 
-#define DNS_HEADER    12	 /* bytes of the header, RFC 1035 §4.1.1 */
+#define DNS_HEADER    12     /* bytes of the header, RFC 1035 §4.1.1 */
 #define DNS_FLAG_QR   0x8000 /* a response */
 #define DNS_FLAG_TC   0x0200 /* truncated */
 #define DNS_CLASS_IN  1
@@ -80,6 +80,11 @@ static bool plain_byte(uint8_t c)
 	       (c >= '0' && c <= '9') || c == '-' || c == '_';
 }
 
+static uint8_t lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
 /*
  * Read the name at msg[*at ..) into *name and move *at past it. Its
  * labels must end before `end`; running past it returns `overrun`
@@ -133,8 +138,7 @@ static int read_name(const uint8_t *msg, size_t *at, size_t end, int overrun,
 			uint8_t c = msg[p + i];
 
 			name->plain = name->plain && plain_byte(c);
-			name->text[n++] =
-				(char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+			name->text[n++] = (char)lower(c);
 		}
 		p += 1 + label;
 	}
@@ -267,7 +271,8 @@ static int read_question(struct dns_parse *ps, const char *qname)
  */
 static int check_records(struct dns_parse *ps, size_t *room)
 {
-	size_t total = ps->count[0] + ps->count[1] + ps->count[2];
+	size_t total = ps->count[DNS_ANSWER] + ps->count[DNS_AUTHORITY] +
+		       ps->count[DNS_ADDITIONAL];
 	size_t at = ps->first, answers = 0, extras = 0, i;
 	struct dns_rr rr;
 
@@ -417,12 +422,13 @@ static void collect(const struct dns_parse *ps, struct rlb_dns_reply *out)
 }
 
 /*
- * Two walks over the records, and one more for each step of a CNAME
- * chain: the first checks everything and sizes the reply, so that the
- * reply is one allocation and no record is copied twice. qtype must be
- * A, AAAA or SRV and qname a valid name (rlb_dns_name_valid()), else
- * -EINVAL: no other answer could be a struct rlb_dns_record. Keeps
- * errno.
+ * Walks over the records: one that checks everything and sizes the
+ * reply (one allocation, no record copied twice), those of
+ * follow_cnames() (one when no CNAME leads on, two for a chain in
+ * order), one that collects. qtype must be A, AAAA or SRV and
+ * qname a valid name (rlb_dns_name_valid()), else -EINVAL: no other
+ * answer could be a struct rlb_dns_record. The rcode is the header's 4
+ * bits (an OPT record's extended bits are not read). Keeps errno.
  */
 int rlb_dns_parse(const uint8_t *msg, size_t len, const char *qname,
 		  uint16_t qtype, struct rlb_dns_reply *out)

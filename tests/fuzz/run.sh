@@ -4,7 +4,7 @@
 #
 #   tests/fuzz/run.sh [build | run | replay | all] [TARGET...]
 #
-# TARGETs are config, resolve and state (default: all three). `build`
+# TARGETs are config, resolve, state and dnsmsg (default: all four). `build`
 # compiles them; `run` fuzzes each for FUZZ_SECONDS (default 30), one after
 # another, from the seed corpus tests/fuzz/corpus/TARGET plus every past
 # crash in tests/fuzz/crashes/TARGET; `replay` only runs those committed
@@ -28,7 +28,7 @@ B=${FUZZ_BUILD_DIR:-$top/build/fuzz}
 mkdir -p "$B" && B=$(cd "$B" && pwd) || exit 1
 seconds=${FUZZ_SECONDS:-30}
 clang=${CLANG:-clang}
-all_targets="config resolve state"
+all_targets="config resolve state dnsmsg"
 
 mode=all
 case ${1:-} in
@@ -38,7 +38,7 @@ targets=${*:-$all_targets}
 
 # The library sources each target needs: the core, plus the preload layer
 # for resolve (it also brings in track.c).
-core="base/libc base/env base/util base/log model/policy model/config model/config_keys model/config_parse model/config_load state/health state/health_attach state/health_dir state/health_segment state/health_table engine/select engine/snapshot engine/answer"
+core="base/libc base/env base/util base/log model/policy model/config model/config_keys model/config_parse model/config_load model/dnsmsg state/health state/health_attach state/health_dir state/health_segment state/health_table engine/select engine/snapshot engine/answer"
 preload="preload/runtime preload/resolve preload/dnscache preload/track_addrs preload/track_pending preload/track_connect"
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-# seeds.py - write the binary seed corpora of fuzz_resolve and fuzz_state
-# (tests/fuzz/corpus/{resolve,state}/), in the input formats described at
-# the top of fuzz_resolve.c and fuzz_state.c. The config corpus is plain
-# text and kept by hand. Run from anywhere: python3 tests/fuzz/seeds.py
+# seeds.py - write the binary seed corpora of fuzz_resolve, fuzz_state and
+# fuzz_dnsmsg (tests/fuzz/corpus/{resolve,state,dnsmsg}/), in the input
+# formats described at the top of fuzz_resolve.c, fuzz_state.c and
+# fuzz_dnsmsg.c. The config corpus is plain text and kept by hand. Run
+# from anywhere: python3 tests/fuzz/seeds.py
 import os
 import struct
 
@@ -201,3 +202,99 @@ raw_keys = b"".join(u64(i * 0x9E3779B97F4A7C15) + u64(i % 3) +
 write("state", "sort_keys",
       state(0, 0, 1, 0, ops=op(SORT, 0, 0, args=u16(100) + u8(0) + compact) +
             op(SORT, 0, 0, args=u16(70) + u8(1) + raw_keys)))
+
+# ----------------------------------------------------------------- dnsmsg
+# DNS messages (fuzz_dnsmsg.c): built here, compressed as servers do, and
+# the real answers of dnsmasq in tests/data/dns/ (test_dnsmsg.c says how
+# they were made).
+QR_RD_RA, TC = 0x8180, 0x0200
+T_A, T_CNAME, T_SOA, T_SRV, T_AAAA, T_OPT = 1, 5, 6, 33, 28, 41
+
+
+def be16(v):
+    return struct.pack(">H", v & 0xFFFF)
+
+
+def be32(v):
+    return struct.pack(">I", v & 0xFFFFFFFF)
+
+
+def dname(dotted, ptr=None):
+    """The labels of dotted, then a pointer to ptr or the root."""
+    b = b"".join(u8(len(x)) + x.encode() for x in dotted.split(".") if x)
+    return b + (be16(0xC000 | ptr) if ptr is not None else b"\0")
+
+
+class Msg:
+    def __init__(self, qname, qtype, flags=QR_RD_RA):
+        self.flags, self.counts, self.body = flags, [0, 0, 0], b""
+        self.question = dname(qname) + be16(qtype) + be16(1)
+
+    def at(self):
+        """Offset of the next byte."""
+        return 12 + len(self.question) + len(self.body)
+
+    def rr(self, sec, owner, rtype, ttl, rdata, rclass=1):
+        self.counts[sec] += 1
+        self.body += owner + be16(rtype) + be16(rclass) + be32(ttl)
+        self.body += be16(len(rdata)) + rdata
+
+    def bytes(self):
+        return (be16(0x1234) + be16(self.flags) + be16(1) +
+                b"".join(be16(c) for c in self.counts) + self.question +
+                self.body)
+
+
+Q = 12  # the question's name
+srv = Msg("_db._tcp.example.com", T_SRV)
+targets = []
+for i, (prio, weight, port) in enumerate(((10, 60, 9000), (10, 40, 9001),
+                                          (20, 0, 9002))):
+    targets.append(srv.at() + 12 + 6)
+    srv.rr(0, dname("", Q), T_SRV, 300 - i,
+           be16(prio) + be16(weight) + be16(port) +
+           dname("db%d" % (i + 1), Q + 9))
+srv.rr(2, dname("", targets[0]), T_A, 60, bytes([192, 0, 2, 1]))
+srv.rr(2, dname("", targets[1]), T_A, 60, bytes([192, 0, 2, 2]))
+srv.rr(2, dname("", targets[2]), T_AAAA, 60,
+       bytes.fromhex("20010db8000000000000000000000003"))
+srv.rr(2, b"\0", T_OPT, 0, b"", rclass=1232)
+write("dnsmsg", "srv_additional", srv.bytes())
+
+a = Msg("db.example.com", T_A)
+for i in range(3):
+    a.rr(0, dname("", Q), T_A, 30, bytes([198, 51, 100, i + 1]))
+write("dnsmsg", "a", a.bytes())
+
+aaaa = Msg("DB.Example.COM", T_AAAA)
+aaaa.rr(0, dname("db.EXAMPLE.com"), T_AAAA, 30,
+        bytes.fromhex("20010db8000000000000000000000001"))
+write("dnsmsg", "aaaa_mixed_case", aaaa.bytes())
+
+chain = Msg("www.example.com", T_A)
+edge = chain.at() + 12
+chain.rr(0, dname("", Q), T_CNAME, 300, dname("edge", Q + 4))
+origin = chain.at() + 12
+chain.rr(0, dname("", edge), T_CNAME, 100, dname("origin.cdn.example.net"))
+chain.rr(0, dname("", origin), T_A, 200, bytes([203, 0, 113, 5]))
+write("dnsmsg", "cname_chain", chain.bytes())
+
+loop = Msg("a.example.com", T_A)
+b_at = loop.at() + 12
+loop.rr(0, dname("", Q), T_CNAME, 10, dname("b", Q + 2))
+loop.rr(0, dname("", b_at), T_CNAME, 20, dname("", Q))
+write("dnsmsg", "cname_loop", loop.bytes())
+
+nx = Msg("gone.example.com", T_SRV, QR_RD_RA | 3)
+nx.rr(1, dname("", Q + 5), T_SOA, 900,
+      dname("ns1", Q + 5) + dname("hostmaster", Q + 5) + be32(1) * 5)
+write("dnsmsg", "nxdomain_soa", nx.bytes())
+
+cut = Msg("db.example.com", T_A, QR_RD_RA | TC)
+for i in range(3):
+    cut.rr(0, dname("", Q), T_A, 30, bytes([192, 0, 2, i + 1]))
+write("dnsmsg", "truncated_partial", cut.bytes()[:-2])
+
+for f in sorted(os.listdir(os.path.join(HERE, "..", "data", "dns"))):
+    with open(os.path.join(HERE, "..", "data", "dns", f), "rb") as src:
+        write("dnsmsg", "dnsmasq_" + f[:-len(".bin")], src.read())
