@@ -22,11 +22,11 @@
 #define F_RA	0x0080
 #define F_REPLY (F_QR | F_RD | F_RA)
 
-#define C_IN  1
-#define C_CH  3
-#define T_SOA 6
-#define T_TXT 16
-#define T_OPT 41
+#define CLASS_IN 1
+#define CLASS_CH 3
+#define TYPE_SOA 6
+#define TYPE_TXT 16
+#define TYPE_OPT 41
 
 #define MSG_MAX (1 << 17) /* past 64 KiB: the parser takes any length */
 #define QNAME	12	  /* offset of the question's name */
@@ -113,7 +113,7 @@ static struct msg *msg_new(uint16_t flags, const char *qname, uint16_t qtype)
 	put16(m, 0);
 	put_name(m, qname, 0);
 	put16(m, qtype);
-	put16(m, C_IN);
+	put16(m, CLASS_IN);
 	return m;
 }
 
@@ -162,7 +162,7 @@ static void rr_addr(struct msg *m, const char *owner, size_t oref, uint32_t ttl,
 
 	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, ip, a), 1);
 	put_name(m, owner, oref);
-	rr_begin(m, v6 ? RLB_DNS_T_AAAA : RLB_DNS_T_A, C_IN, ttl);
+	rr_begin(m, v6 ? RLB_DNS_T_AAAA : RLB_DNS_T_A, CLASS_IN, ttl);
 	put_raw(m, a, v6 ? 16 : 4);
 	rr_end(m);
 }
@@ -175,7 +175,7 @@ static size_t rr_srv(struct msg *m, size_t oref, uint32_t ttl, unsigned prio,
 	size_t at;
 
 	put_name(m, "", oref);
-	rr_begin(m, RLB_DNS_T_SRV, C_IN, ttl);
+	rr_begin(m, RLB_DNS_T_SRV, CLASS_IN, ttl);
 	put16(m, prio);
 	put16(m, weight);
 	put16(m, port);
@@ -191,7 +191,7 @@ static size_t rr_cname(struct msg *m, const char *owner, size_t oref,
 	size_t at;
 
 	put_name(m, owner, oref);
-	rr_begin(m, RLB_DNS_T_CNAME, C_IN, ttl);
+	rr_begin(m, RLB_DNS_T_CNAME, CLASS_IN, ttl);
 	at = put_name(m, target, tref);
 	rr_end(m);
 	return at;
@@ -201,7 +201,7 @@ static size_t rr_cname(struct msg *m, const char *owner, size_t oref,
 static void rr_soa(struct msg *m, size_t oref)
 {
 	put_name(m, "", oref);
-	rr_begin(m, T_SOA, C_IN, 900);
+	rr_begin(m, TYPE_SOA, CLASS_IN, 900);
 	put_name(m, "ns1", oref);
 	put_name(m, "hostmaster", oref);
 	for (int i = 0; i < 5; i++)
@@ -213,14 +213,14 @@ static void rr_soa(struct msg *m, size_t oref)
 static void rr_opt(struct msg *m)
 {
 	put8(m, 0);
-	rr_begin(m, T_OPT, 1232, 0);
+	rr_begin(m, TYPE_OPT, 1232, 0);
 	rr_end(m);
 }
 
 /* The rest of an A record (TTL 1, 0.0.0.1) whose owner was just written. */
 static void rr_a_rest(struct msg *m)
 {
-	rr_begin(m, RLB_DNS_T_A, C_IN, 1);
+	rr_begin(m, RLB_DNS_T_A, CLASS_IN, 1);
 	put32(m, 1);
 	rr_end(m);
 }
@@ -394,7 +394,7 @@ static void test_dnsmsg_cname_chain_any_order(void **state)
 
 	/* The address first, then c -> final, then b -> c, then www -> b. */
 	put_name(m, "final.example.org", 0);
-	rr_begin(m, RLB_DNS_T_A, C_IN, 50);
+	rr_begin(m, RLB_DNS_T_A, CLASS_IN, 50);
 	put_raw(m, "\xc0\x00\x02\x01", 4);
 	rr_end(m);
 	c = m->n;
@@ -442,7 +442,7 @@ static void test_dnsmsg_cname_chain_bounded(void **state)
 		rr_cname(m, owner, QNAME + 3, 100, target, QNAME + 3);
 		snprintf(owner, sizeof(owner), "n%d", i + 1);
 		put_name(m, owner, QNAME + 3);
-		rr_begin(m, RLB_DNS_T_A, C_IN, 100);
+		rr_begin(m, RLB_DNS_T_A, CLASS_IN, 100);
 		put32(m, 0xc0000200 | (uint32_t)(i + 1));
 		rr_end(m);
 	}
@@ -583,7 +583,7 @@ static void test_dnsmsg_rdlength_overruns(void **state)
 
 	rr_addr(m, "", QNAME, 30, "192.0.2.1");
 	put_name(m, "", QNAME);
-	rr_begin(m, T_TXT, C_IN, 30);
+	rr_begin(m, TYPE_TXT, CLASS_IN, 30);
 	put_raw(m,
 		"\x03"
 		"abc",
@@ -638,7 +638,7 @@ static void test_dnsmsg_pointer_into_itself(void **state)
 	size_t at;
 
 	put_name(m, "", QNAME);
-	rr_begin(m, T_TXT, C_IN, 1);
+	rr_begin(m, TYPE_TXT, CLASS_IN, 1);
 	put_raw(m, "\x01\x02", 2); /* its last byte: a label of 2 */
 	rr_end(m);
 	at = m->n;
@@ -737,7 +737,7 @@ static void test_dnsmsg_a_rdlength_5(void **state)
 
 	rr_addr(m, "", QNAME, 30, "192.0.2.1");
 	put_name(m, "", QNAME);
-	rr_begin(m, RLB_DNS_T_A, C_IN, 30);
+	rr_begin(m, RLB_DNS_T_A, CLASS_IN, 30);
 	put_raw(m, "\xc0\x00\x02\x02\x00", 5);
 	rr_end(m);
 	expect_einval(m);
@@ -770,7 +770,7 @@ static void test_dnsmsg_rdata_shapes(void **state)
 
 			m->sec = sec;
 			put_name(m, "", QNAME);
-			rr_begin(m, bad[i].type, C_IN, 1);
+			rr_begin(m, bad[i].type, CLASS_IN, 1);
 			put_raw(m, bad[i].rdata, bad[i].len);
 			rr_end(m);
 			expect_einval(m);
@@ -813,7 +813,7 @@ static void test_dnsmsg_srv_target_not_plain_skipped(void **state)
 	rr_srv(m, QNAME, 60, 1, 1, 1, "good1", QNAME + 9);
 	for (size_t i = 0; i < sizeof(weird) / sizeof(*weird); i++) {
 		put_name(m, "", QNAME);
-		rr_begin(m, RLB_DNS_T_SRV, C_IN, 1);
+		rr_begin(m, RLB_DNS_T_SRV, CLASS_IN, 1);
 		put_raw(m, "\0\1\0\1\0\2", 6);
 		put8(m, 3);
 		put_raw(m, weird[i], 3);
@@ -857,7 +857,7 @@ static void test_dnsmsg_question_mismatch(void **state)
 
 	/* Class CH. */
 	m = msg_new(F_REPLY, "db.example.com", RLB_DNS_T_A);
-	m->b[m->n - 1] = C_CH;
+	m->b[m->n - 1] = CLASS_CH;
 	expect_einval(m);
 
 	/* No question, two questions. */
@@ -900,18 +900,18 @@ static void test_dnsmsg_other_class_skipped(void **state)
 
 	/* CHAOS's A is a name and an address: not checked, skipped. */
 	put_name(m, "", QNAME);
-	rr_begin(m, RLB_DNS_T_A, C_CH, 1);
+	rr_begin(m, RLB_DNS_T_A, CLASS_CH, 1);
 	put_name(m, "ch", 0);
 	put16(m, 0x1234);
 	rr_end(m);
 	put_name(m, "", QNAME);
-	rr_begin(m, T_TXT, C_IN, 1);
+	rr_begin(m, TYPE_TXT, CLASS_IN, 1);
 	put_raw(m, "\x02hi", 3);
 	rr_end(m);
 	rr_addr(m, "", QNAME, 40, "192.0.2.1");
 	m->sec = 2;
 	put_name(m, "", QNAME);
-	rr_begin(m, RLB_DNS_T_AAAA, C_CH, 1);
+	rr_begin(m, RLB_DNS_T_AAAA, CLASS_CH, 1);
 	rr_end(m);
 	parse_ok(m, &r);
 	assert_int_equal(r.nanswer, 1);
@@ -988,7 +988,7 @@ static void test_dnsmsg_answers_capped(void **state)
 
 	for (uint32_t i = 0; i < RLB_MAX_REPLICAS + 904; i++) {
 		put_name(m, "", QNAME);
-		rr_begin(m, RLB_DNS_T_A, C_IN, 10000 - i);
+		rr_begin(m, RLB_DNS_T_A, CLASS_IN, 10000 - i);
 		put32(m, 0x0a000000 | i);
 		rr_end(m);
 	}
@@ -1136,8 +1136,9 @@ static void test_dnsmsg_bad_arguments(void **state)
 	assert_int_equal(
 		rlb_dns_parse(m->b, len, "db.example.com", RLB_DNS_T_CNAME, &r),
 		-EINVAL);
-	assert_int_equal(rlb_dns_parse(m->b, len, "db.example.com", T_TXT, &r),
-			 -EINVAL);
+	assert_int_equal(
+		rlb_dns_parse(m->b, len, "db.example.com", TYPE_TXT, &r),
+		-EINVAL);
 	assert_int_equal(
 		rlb_dns_parse(m->b, len, "db..example.com", RLB_DNS_T_A, &r),
 		-EINVAL);
