@@ -263,6 +263,52 @@ static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
 	return o;
 }
 
+/* Reverse lookups for the hostname policies, at most this many a refresh. */
+#define PTR_MAX 64
+
+/* The PTR question of address a: "4.3.2.1.in-addr.arpa." or nibbles. */
+static void reverse_name(const struct rlb_addr *a, char *out, size_t len)
+{
+	size_t off = 0;
+
+	if (a->family == AF_INET) {
+		snprintf(out, len, "%u.%u.%u.%u.in-addr.arpa.", a->bytes[3],
+			 a->bytes[2], a->bytes[1], a->bytes[0]);
+		return;
+	}
+	for (int i = 15; i >= 0 && off + 4 < len; i--)
+		off += (size_t)snprintf(out + off, len - off, "%x.%x.",
+					a->bytes[i] & 0xf, a->bytes[i] >> 4);
+	snprintf(out + off, len - off, "ip6.arpa.");
+}
+
+/*
+ * The name a reverse lookup gives address member m into its host, when
+ * there is one; else its host stays the address text. Only what the
+ * hostname policies compare needs it; its identity stays the address.
+ */
+static void name_member(const struct rlb_dns_client *dns, uint8_t *buf,
+			struct rlb_member *m)
+{
+	char q[80];
+	struct rlb_dns_reply reply;
+	ssize_t len;
+	char *name;
+
+	reverse_name(&m->addr, q, sizeof(q));
+	len = dns->ask(q, RLB_DNS_T_PTR, buf, ANSWER_MAX);
+	if (len < 0 ||
+	    rlb_dns_parse(buf, (size_t)len, q, RLB_DNS_T_PTR, &reply) < 0)
+		return;
+	if (reply.rcode == RLB_DNS_RCODE_NOERROR && reply.nanswer &&
+	    reply.records[0].name[0] &&
+	    (name = strdup(reply.records[0].name))) {
+		free(m->host);
+		m->host = name;
+	}
+	rlb_dns_reply_free(&reply);
+}
+
 /* The dns source: every A and AAAA address, a replica each. */
 static enum rlb_dns_outcome ask_addrs(const struct rlb_cluster *c,
 				      const struct rlb_dns_client *dns,
@@ -328,6 +374,13 @@ int rlb_members_ask(const struct rlb_cluster *c,
 	if (c->dns)
 		o = c->srv ? combine(o, ask_addrs(c, dns, buf, a))
 			   : ask_addrs(c, dns, buf, a);
+	/* The hostname policies compare a dns member's reverse name. */
+	if (rlb_policy_uses_hostname(c->s.load_balancing))
+		for (size_t i = 0, asked = 0; i < a->n && asked < PTR_MAX; i++)
+			if (a->m[i].source == RLB_SOURCE_DNS) {
+				name_member(dns, buf, &a->m[i]);
+				asked++;
+			}
 	free(buf);
 	a->outcome = o;
 	errno = saved;
@@ -534,7 +587,15 @@ static int member_replica(const struct rlb_cluster *c,
 			memcpy(r->literal, m->glue, n * sizeof(*r->literal));
 		r->nliteral = n;
 	}
-	r->identity = rlb_replica_identity(r->host, r->port);
+	if (m->literal) {
+		/* A dns member is its address, whatever its name. */
+		char text[INET6_ADDRSTRLEN];
+
+		inet_ntop(m->addr.family, m->addr.bytes, text, sizeof(text));
+		r->identity = rlb_replica_identity(text, r->port);
+	} else {
+		r->identity = rlb_replica_identity(r->host, r->port);
+	}
 	return 0;
 }
 

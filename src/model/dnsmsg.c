@@ -185,6 +185,7 @@ static int check_rdata(const uint8_t *msg, const struct dns_rr *rr)
 			return -EINVAL;
 		return rdata_name(msg, rr, &name);
 	case RLB_DNS_T_CNAME:
+	case RLB_DNS_T_PTR:
 		return rdata_name(msg, rr, &name);
 	default:
 		return 0;
@@ -369,6 +370,11 @@ static bool fill_record(const struct dns_parse *ps, const struct dns_rr *rr,
 		rec->port = get16(rdata + 4);
 		memcpy(rec->name, target.text, sizeof(rec->name));
 		return true;
+	case RLB_DNS_T_PTR:
+		if (rdata_name(ps->msg, rr, &target) != 0 || !target.plain)
+			return false;
+		memcpy(rec->name, target.text, sizeof(rec->name));
+		return true;
 	case RLB_DNS_T_A:
 	case RLB_DNS_T_AAAA:
 		rec->addr.family = rr->type == RLB_DNS_T_A ? AF_INET : AF_INET6;
@@ -425,7 +431,7 @@ static void collect(const struct dns_parse *ps, struct rlb_dns_reply *out)
  * Walks over the records: one that checks everything and sizes the
  * reply (one allocation, no record copied twice), those of
  * follow_cnames() (one when no CNAME leads on, two for a chain in
- * order), one that collects. qtype must be A, AAAA or SRV and
+ * order), one that collects. qtype must be A, AAAA, SRV or PTR and
  * qname a valid name (rlb_dns_name_valid()), else -EINVAL: no other
  * answer could be a struct rlb_dns_record. The rcode is the header's 4
  * bits (an OPT record's extended bits are not read). Keeps errno.
@@ -442,7 +448,7 @@ int rlb_dns_parse(const uint8_t *msg, size_t len, const char *qname,
 	memset(out, 0, sizeof(*out));
 	if (!msg || !rlb_dns_name_valid(qname) ||
 	    (qtype != RLB_DNS_T_A && qtype != RLB_DNS_T_AAAA &&
-	     qtype != RLB_DNS_T_SRV))
+	     qtype != RLB_DNS_T_SRV && qtype != RLB_DNS_T_PTR))
 		return -EINVAL;
 	/* About 4.5 KiB of names: too much for the stack of a hook. */
 	ps = calloc(1, sizeof(*ps));

@@ -268,6 +268,7 @@ int rlb_cluster_append(struct rlb_cluster *c, struct rlb_replica *r, size_t n);
 #define RLB_DNS_T_AAAA	28
 #define RLB_DNS_T_SRV	33
 #define RLB_DNS_T_CNAME 5
+#define RLB_DNS_T_PTR	12
 
 #define RLB_DNS_RCODE_NOERROR  0
 #define RLB_DNS_RCODE_SERVFAIL 2
@@ -281,7 +282,7 @@ struct rlb_dns_record {
 	uint16_t priority;    /* SRV */
 	uint16_t weight;      /* SRV */
 	uint16_t port;	      /* SRV, host order */
-	/* SRV: the target, lowercase, no trailing dot ("" for "."). A and
+	/* SRV, PTR: the target, lowercase, no trailing dot ("" for "."). A and
 	 * AAAA: the owner name, same form (so that additional records can
 	 * be matched with SRV targets). */
 	char name[RLB_MAX_HOST + 1];

@@ -85,8 +85,11 @@ static void check_record(const struct rlb_dns_record *rec, bool answer,
 	case RLB_DNS_T_SRV:
 		fuzz_check(rec->addr.family == 0, "SRV has no address");
 		break;
+	case RLB_DNS_T_PTR:
+		fuzz_check(rec->addr.family == 0, "PTR has no address");
+		break;
 	default:
-		fuzz_check(0, "type A, AAAA or SRV");
+		fuzz_check(0, "type A, AAAA, SRV or PTR");
 	}
 }
 
@@ -148,7 +151,7 @@ static void check_cuts(const uint8_t *data, size_t size, size_t qend,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint16_t types[] = {RLB_DNS_T_A, RLB_DNS_T_AAAA,
-					 RLB_DNS_T_SRV};
+					 RLB_DNS_T_SRV, RLB_DNS_T_PTR};
 	char name[RLB_MAX_HOST + 1], upper[RLB_MAX_HOST + 2];
 	uint16_t qtype = 0;
 	size_t qend = size >= HEADER ? question(data, size, name, &qtype) : 0;

@@ -91,6 +91,14 @@ void dw_srv(struct dw *w, const char *owner, uint32_t ttl, uint16_t priority,
 	end_record(w, at);
 }
 
+void dw_ptr(struct dw *w, const char *owner, uint32_t ttl, const char *target)
+{
+	size_t at = record(w, owner, 12, ttl);
+
+	put_name(w, target);
+	end_record(w, at);
+}
+
 void dw_addr(struct dw *w, const char *owner, uint32_t ttl, const char *addr)
 {
 	uint8_t b[16];

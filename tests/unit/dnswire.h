@@ -16,6 +16,8 @@ void dw_start(struct dw *w, const char *qname, uint16_t qtype, int rcode);
 /* An SRV record of owner in the answer section. */
 void dw_srv(struct dw *w, const char *owner, uint32_t ttl, uint16_t priority,
 	    uint16_t weight, uint16_t port, const char *target);
+/* A PTR record of owner naming target. */
+void dw_ptr(struct dw *w, const char *owner, uint32_t ttl, const char *target);
 /* An A or AAAA record (by the address text's family). */
 void dw_addr(struct dw *w, const char *owner, uint32_t ttl, const char *addr);
 

@@ -33,11 +33,39 @@ static int slot_of(uint16_t type)
 	return type == RLB_DNS_T_SRV ? 0 : type == RLB_DNS_T_A ? 1 : 2;
 }
 
+/* Reverse names the scripted server knows: question, then target. */
+static const char *const ptr_known[][2] = {
+	{"2.0.0.10.in-addr.arpa.", "ch-1.dc1.rlb.test"},
+	{"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2."
+	 "ip6.arpa.",
+	 "ch-6.dc2.rlb.test"},
+};
+static unsigned ptr_asked;
+
+static ssize_t ask_ptr(const char *name, uint8_t *buf, size_t len)
+{
+	struct dw w;
+
+	ptr_asked++;
+	dw_start(&w, name, RLB_DNS_T_PTR, RLB_DNS_RCODE_NXDOMAIN);
+	for (size_t i = 0; i < sizeof(ptr_known) / sizeof(*ptr_known); i++) {
+		if (strcmp(name, ptr_known[i][0]) != 0)
+			continue;
+		dw_start(&w, name, RLB_DNS_T_PTR, 0);
+		dw_ptr(&w, name, 60, ptr_known[i][1]);
+	}
+	assert_true(w.len <= len);
+	memcpy(buf, w.buf, w.len);
+	return (ssize_t)w.len;
+}
+
 static ssize_t script_ask(const char *name, uint16_t type, uint8_t *buf,
 			  size_t len)
 {
 	int k = slot_of(type);
 
+	if (type == RLB_DNS_T_PTR)
+		return ask_ptr(name, buf, len);
 	dns.asked[k]++;
 	snprintf(dns.last_name, sizeof(dns.last_name), "%s", name);
 	switch (dns.kind[k]) {
@@ -329,6 +357,45 @@ static void test_members_dns_addresses(void **state)
 	rlb_config_free(cfg);
 }
 
+static void test_members_dns_reverse_names_for_hostname_policies(void **state)
+{
+	struct rlb_config *cfg = parse(
+		"clusters = ({ name = \"d.cluster\"; dns = \"pool.rlb.test\"; "
+		"port = 9000; load_balancing = \"nearest_hostname\"; }, "
+		"{ name = \"r.cluster\"; dns = \"pool.rlb.test\"; port = 9000; "
+		"});");
+	struct rlb_membership ms;
+	struct dw *w;
+
+	w = answer(RLB_DNS_T_A, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.2");
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.3");
+	w = answer(RLB_DNS_T_AAAA, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "2001:db8::1");
+	ptr_asked = 0;
+	rlb_membership_init(&ms, &cfg->clusters[0]);
+	refresh(&ms, &cfg->clusters[0], 0);
+	/* One PTR question per address; the name where there is one. */
+	assert_int_equal(ptr_asked, 3);
+	assert_int_equal(ms.now.n, 3);
+	assert_string_equal(ms.now.m[0].host, "ch-1.dc1.rlb.test");
+	assert_string_equal(ms.now.m[1].host, "10.0.0.3");
+	assert_string_equal(ms.now.m[2].host, "ch-6.dc2.rlb.test");
+	/* Its identity stays its address: a name change is no new member. */
+	assert_int_equal(rlb_members_add(&cfg->clusters[0], &ms), 0);
+	assert_int_equal(cfg->clusters[0].replicas[0].identity,
+			 rlb_replica_identity("10.0.0.2", 9000));
+	rlb_membership_clear(&ms);
+	/* Other policies compare nothing: no reverse lookups. */
+	ptr_asked = 0;
+	rlb_membership_init(&ms, &cfg->clusters[1]);
+	refresh(&ms, &cfg->clusters[1], 0);
+	assert_int_equal(ptr_asked, 0);
+	assert_string_equal(ms.now.m[0].host, "10.0.0.2");
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
 static void test_members_failed_question_keeps_its_members(void **state)
 {
 	struct rlb_config *cfg = parse("clusters = ({ name = \"d.cluster\"; "
@@ -537,6 +604,9 @@ int main(void)
 		cmocka_unit_test_setup(
 			test_members_nxdomain_due_when_the_hold_ends, setup),
 		cmocka_unit_test_setup(test_members_dns_addresses, setup),
+		cmocka_unit_test_setup(
+			test_members_dns_reverse_names_for_hostname_policies,
+			setup),
 		cmocka_unit_test_setup(
 			test_members_failed_question_keeps_its_members, setup),
 		cmocka_unit_test_setup(
