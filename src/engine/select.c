@@ -259,13 +259,41 @@ static void insertion_u64(uint64_t *a, size_t n)
 	}
 }
 
+/* a[i], a[j] in order, without a branch: the draws make it a coin toss. */
+static inline void cswap_u64(uint64_t *a, size_t i, size_t j)
+{
+	uint64_t x = a[i], y = a[j];
+
+	a[i] = x < y ? x : y;
+	a[j] = x < y ? y : x;
+}
+
+/* Up to 4 keys (most clusters): a sorting network. */
+static void sort4_u64(uint64_t *a, size_t n)
+{
+	if (n == 2) {
+		cswap_u64(a, 0, 1);
+	} else if (n == 3) {
+		cswap_u64(a, 0, 1);
+		cswap_u64(a, 1, 2);
+		cswap_u64(a, 0, 1);
+	} else if (n == 4) {
+		cswap_u64(a, 0, 1);
+		cswap_u64(a, 2, 3);
+		cswap_u64(a, 0, 2);
+		cswap_u64(a, 1, 3);
+		cswap_u64(a, 1, 2);
+	}
+}
+
 /*
  * Sort distinct packed keys a[0..n) whose bits below lo are their
  * position (so already in order) and that have none at or above hi; b is
- * scratch for n. Few keys: insertion sort. Many, over a wide range (the
- * 32 random bits): one pass by the top bits, about one key per bucket,
- * then each bucket on its own (insertion, or the LSD radix of what is
- * left of the bits); else the LSD radix. Returns a or b, the sorted one.
+ * scratch for n. Few keys: a network or insertion sort. Many, over a
+ * wide range (the 32 random bits): one pass by the top bits, about one
+ * key per bucket, then each bucket on its own (insertion, or the LSD
+ * radix of what is left of the bits); else the LSD radix. Returns a or
+ * b, the sorted one.
  */
 static uint64_t *sort_packed(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 			     unsigned hi)
@@ -273,6 +301,10 @@ static uint64_t *sort_packed(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 	uint32_t count[(1u << MSD_MAX_BITS) + 1];
 	unsigned bits, shift;
 
+	if (n <= 4) {
+		sort4_u64(a, n);
+		return a;
+	}
 	if (n <= SMALL_RANGE) {
 		insertion_u64(a, n);
 		return a;
