@@ -85,6 +85,19 @@ bool rlb_secure_mode(void);
  */
 bool rlb_errno_counts(int err);
 
+/*
+ * Per-thread scratch memory for work sized by a cluster (a selection over
+ * many replicas): rlb_scratch_take() lends a buffer of at least len bytes
+ * (this thread's cached one, else malloc'd; NULL when out of memory) and
+ * its size in *cap; rlb_scratch_put() gives it back with that size, to be
+ * cached for the next call (or freed). Nested takers get buffers of
+ * their own. A thread's cache is freed when it exits. This keeps the
+ * large allocations of every resolution out of malloc, where they would
+ * merge the small free chunks that the answer's nodes are taken from.
+ */
+void *rlb_scratch_take(size_t len, size_t *cap);
+void rlb_scratch_put(void *p, size_t cap);
+
 /* 64-bit FNV-1a over bytes; never returns 0 or 1 (reserved by health.c). */
 uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed);
 

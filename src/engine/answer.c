@@ -146,8 +146,9 @@ static void log_selection(const struct rlb_cluster *c,
 }
 
 /*
- * Run one selection into sel (stack storage for small clusters, else
- * malloc'd into *heap). Returns false when out of memory.
+ * Run one selection into sel (stack storage for small clusters, else the
+ * thread's scratch memory, *heap, given back by put_selection()). Returns
+ * NULL when out of memory.
  */
 struct sel_storage {
 	struct rlb_selection sel;
@@ -159,16 +160,19 @@ struct sel_storage {
 
 static struct rlb_selection *run_selection(struct rlb_cluster *c, bool peek,
 					   struct sel_storage *st,
-					   struct rlb_selection **heap)
+					   struct rlb_selection **heap,
+					   size_t *cap)
 {
 	struct rlb_selection *sel = &st->sel;
 
 	*heap = NULL;
 	if (c->nreplicas > STACK_SELECTION) {
-		*heap = rlb_selection_new(c->nreplicas);
-		if (!*heap)
+		size_t len = rlb_selection_size(c->nreplicas);
+		void *mem = len ? rlb_scratch_take(len, cap) : NULL;
+
+		if (!mem)
 			return NULL;
-		sel = *heap;
+		sel = *heap = rlb_selection_at(mem, c->nreplicas);
 	} else {
 		sel->order = st->order;
 		sel->errors = st->errors;
@@ -180,6 +184,12 @@ static struct rlb_selection *run_selection(struct rlb_cluster *c, bool peek,
 	if (!peek)
 		log_selection(c, sel);
 	return sel;
+}
+
+static void put_selection(struct rlb_selection *heap, size_t cap)
+{
+	if (heap)
+		rlb_scratch_put(heap, cap);
 }
 
 /*
@@ -199,17 +209,17 @@ struct literal_question {
 static bool literal_port(const char *service, uint16_t *port)
 {
 	unsigned long v = 0;
-	size_t len;
 
 	if (!service) {
 		*port = 0;
 		return true;
 	}
-	len = strnlen(service, 10);
-	if (len > 9 || strspn(service, "0123456789") != len)
-		return false;
-	for (size_t i = 0; i < len; i++)
+	/* At most 9 digits, and nothing else. */
+	for (size_t i = 0; service[i]; i++) {
+		if (i == 9 || service[i] < '0' || service[i] > '9')
+			return false;
 		v = v * 10 + (unsigned long)(service[i] - '0');
+	}
 	/* libc takes a numeric service modulo 2^16, as strtoul would. */
 	*port = htons((uint16_t)v);
 	return true;
@@ -343,13 +353,14 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 {
 	struct sel_storage st;
 	struct rlb_selection *sel, *heap;
+	size_t cap = 0;
 	struct rlb_dns_addr *addrs = NULL;
 	struct literal_question lq = {0};
 	int rc, last = 0;
 	bool fast = literal_question_init(q, service, &lq), done = false;
 
 	*first = NULL;
-	sel = run_selection(c, peek, &st, &heap);
+	sel = run_selection(c, peek, &st, &heap, &cap);
 	if (!sel)
 		return EAI_MEMORY;
 	for (size_t k = 0; k < sel->n && !done; k++) {
@@ -398,6 +409,6 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 		last = 0;
 out:
 	free(addrs);
-	free(heap);
+	put_selection(heap, cap);
 	return *first && last != EAI_MEMORY ? 0 : (last ? last : EAI_NONAME);
 }

@@ -33,6 +33,12 @@ struct rlb_selection {
 
 /* One malloc holding a selection for n replicas; free() it. NULL: ENOMEM. */
 struct rlb_selection *rlb_selection_new(size_t n);
+/*
+ * The same in memory of the caller's: rlb_selection_size(n) bytes (0:
+ * too many), suitably aligned, laid out by rlb_selection_at().
+ */
+size_t rlb_selection_size(size_t n);
+struct rlb_selection *rlb_selection_at(void *mem, size_t n);
 
 /*
  * One selection (design.md §3) on cluster c at time now: applies decay and

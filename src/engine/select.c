@@ -14,17 +14,24 @@
 #define RADIX_MIN 64
 /* Bits of the random tiebreak in a packed key. */
 #define RANDOM_BITS 32
+/* From this many packed keys, sort_packed() buckets by the top bits
+ * first, into at most 2^MSD_MAX_BITS buckets. */
+#define MSD_MIN	     128
+#define MSD_MAX_BITS 10
 
-struct rlb_selection *rlb_selection_new(size_t n)
+size_t rlb_selection_size(size_t n)
 {
-	struct rlb_selection *sel;
 	size_t per = 2 * sizeof(uint64_t) + sizeof(int64_t) + sizeof(uint32_t);
 
-	if (n > (SIZE_MAX - sizeof(*sel)) / per)
-		return NULL;
-	sel = malloc(sizeof(*sel) + n * per);
-	if (!sel)
-		return NULL;
+	if (n > (SIZE_MAX - sizeof(struct rlb_selection)) / per)
+		return 0;
+	return sizeof(struct rlb_selection) + n * per;
+}
+
+struct rlb_selection *rlb_selection_at(void *mem, size_t n)
+{
+	struct rlb_selection *sel = mem;
+
 	/* 8-byte arrays first so that every array is naturally aligned. */
 	sel->n = n;
 	sel->errors = (uint64_t *)(sel + 1);
@@ -32,6 +39,14 @@ struct rlb_selection *rlb_selection_new(size_t n)
 	sel->policy_prio = (int64_t *)(sel->slowdowns + n);
 	sel->order = (uint32_t *)(sel->policy_prio + n);
 	return sel;
+}
+
+struct rlb_selection *rlb_selection_new(size_t n)
+{
+	size_t len = rlb_selection_size(n);
+	void *mem = len ? malloc(len) : NULL;
+
+	return mem ? rlb_selection_at(mem, n) : NULL;
 }
 
 static inline bool key_less(const struct rlb_select_key *a,
@@ -230,6 +245,100 @@ static uint64_t *radix_u64(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 	return a;
 }
 
+static void insertion_u64(uint64_t *a, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		uint64_t v = a[i];
+		size_t j = i;
+
+		while (j > 0 && v < a[j - 1]) {
+			a[j] = a[j - 1];
+			j--;
+		}
+		a[j] = v;
+	}
+}
+
+/* a[i], a[j] in order, without a branch: the draws make it a coin toss. */
+static inline void cswap_u64(uint64_t *a, size_t i, size_t j)
+{
+	uint64_t x = a[i], y = a[j];
+
+	a[i] = x < y ? x : y;
+	a[j] = x < y ? y : x;
+}
+
+/* Up to 4 keys (most clusters): a sorting network. */
+static void sort4_u64(uint64_t *a, size_t n)
+{
+	if (n == 2) {
+		cswap_u64(a, 0, 1);
+	} else if (n == 3) {
+		cswap_u64(a, 0, 1);
+		cswap_u64(a, 1, 2);
+		cswap_u64(a, 0, 1);
+	} else if (n == 4) {
+		cswap_u64(a, 0, 1);
+		cswap_u64(a, 2, 3);
+		cswap_u64(a, 0, 2);
+		cswap_u64(a, 1, 3);
+		cswap_u64(a, 1, 2);
+	}
+}
+
+/*
+ * Sort distinct packed keys a[0..n) whose bits below lo are their
+ * position (so already in order) and that have none at or above hi; b is
+ * scratch for n. Few keys: a network or insertion sort. Many, over a
+ * wide range (the 32 random bits): one pass by the top bits, about one
+ * key per bucket, then each bucket on its own (insertion, or the LSD
+ * radix of what is left of the bits); else the LSD radix. Returns a or
+ * b, the sorted one.
+ */
+static uint64_t *sort_packed(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
+			     unsigned hi)
+{
+	uint32_t count[(1u << MSD_MAX_BITS) + 1];
+	unsigned bits, shift;
+
+	if (n <= 4) {
+		sort4_u64(a, n);
+		return a;
+	}
+	if (n <= SMALL_RANGE) {
+		insertion_u64(a, n);
+		return a;
+	}
+	if (n < MSD_MIN || hi - lo <= 16)
+		return radix_u64(a, b, n, lo, hi);
+	bits = bit_width(n);
+	bits = bits > MSD_MAX_BITS ? MSD_MAX_BITS : bits;
+	shift = hi - bits;
+	memset(count, 0, ((1u << bits) + 1) * sizeof(count[0]));
+	for (size_t i = 0; i < n; i++)
+		count[((a[i] >> shift) & ((1u << bits) - 1)) + 1]++;
+	for (size_t d = 1; d <= (1u << bits); d++)
+		count[d] += count[d - 1];
+	for (size_t i = 0; i < n; i++)
+		b[count[(a[i] >> shift) & ((1u << bits) - 1)]++] = a[i];
+	/* count[d] is now where bucket d ends; bucket 0 starts at 0. */
+	for (size_t d = 0, start = 0; d < (1u << bits); d++) {
+		size_t end = count[d], len = end - start;
+
+		if (len > SMALL_RANGE) {
+			uint64_t *s =
+				radix_u64(b + start, a + start, len, lo, shift);
+
+			if (s != b + start)
+				memcpy(b + start, s, len * sizeof(*s));
+		} else if (len > 1) {
+			insertion_u64(b + start, len);
+		}
+		start = end;
+	}
+	return b;
+}
+
 /* Running minimum and maximum of one key field, offset to unsigned. */
 struct range {
 	uint64_t min, max;
@@ -376,8 +485,8 @@ static bool select_packed(const struct rlb_cluster *c,
 		v = v << RANDOM_BITS | rlb_random_u32();
 		a[i] = shl(v, wpos) | i;
 	}
-	sorted = radix_u64(a, a + n, n, wpos,
-			   we + wd + wp + wq + RANDOM_BITS + wpos);
+	sorted = sort_packed(a, a + n, n, wpos,
+			     we + wd + wp + wq + RANDOM_BITS + wpos);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
 	return true;
@@ -446,10 +555,12 @@ static void weighted_ties(const struct rlb_cluster *c,
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel)
 {
+	/* Room for the keys, or for the packed keys and their scratch. */
 	struct rlb_select_key stack_keys[STACK_KEYS];
 	struct rlb_select_key *keys = stack_keys;
 	size_t n = c->nreplicas < sel->n ? c->nreplicas : sel->n;
 	uint64_t ignored, rr_last = 0;
+	size_t cap = 0;
 
 	if (n == 0)
 		return;
@@ -463,27 +574,24 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		rr_last =
 			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
 			c->nreplicas;
-	for (size_t i = 0; i < n; i++) {
-		rlb_health_counts(c, i, now, peek, &sel->errors[i],
-				  &sel->slowdowns[i]);
+	rlb_health_counts_all(c, n, now, peek, sel->errors, sel->slowdowns);
+	for (size_t i = 0; i < n; i++)
 		sel->policy_prio[i] = rlb_policy_priority(c, i, rr_last);
-	}
 	if (n > STACK_KEYS) {
-		/* Room for the keys, or for the packed keys and scratch. */
-		keys = n <= UINT32_MAX ? malloc(n * sizeof(*keys)) : NULL;
+		keys = n <= UINT32_MAX
+			       ? rlb_scratch_take(n * sizeof(*keys), &cap)
+			       : NULL;
 		if (!keys) {
 			/* Out of memory: config order, never a crash. */
 			for (size_t i = 0; i < n; i++)
 				sel->order[i] = (uint32_t)i;
 			return;
 		}
-		if (select_packed(c, sel, n, ignored, (uint64_t *)keys)) {
-			free(keys);
-			if (c->weighted)
-				weighted_ties(c, sel, n, ignored);
-			return;
-		}
 	}
+	_Static_assert(sizeof(struct rlb_select_key) >= 2 * sizeof(uint64_t),
+		       "the keys' room holds two packed keys per replica");
+	if (select_packed(c, sel, n, ignored, (uint64_t *)keys))
+		goto out_keys;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t err = sel->errors[i];
 
@@ -497,8 +605,9 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 	intro_sort(keys, n);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = keys[i].index;
+out_keys:
 	if (keys != stack_keys)
-		free(keys);
+		rlb_scratch_put(keys, cap);
 	if (c->weighted)
 		weighted_ties(c, sel, n, ignored);
 }

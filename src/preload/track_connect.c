@@ -515,14 +515,13 @@ static bool page_readable(uintptr_t p)
 }
 
 /*
- * Whether the bytes of sa that maybe_replica() reads can be read: a bad
- * pointer is libc's to refuse with EFAULT, never a crash of ours. Null,
- * the first page and addresses outside the user half are refused at
- * once, any other page is asked of the kernel once and remembered. A
- * page unmapped since it was last used is the one case still read
- * without asking (design.md §9).
+ * Whether the bytes of sa that maybe_replica() reads lie in a page this
+ * thread has lately seen readable: 0 no, 1 yes, -1 not known (ask
+ * readable()). Null, the first page and addresses outside the user half
+ * are refused at once. Loads and compares only, for the pass-through.
  */
-static inline bool readable(const struct sockaddr *sa, socklen_t len)
+static inline __attribute__((always_inline)) int
+readable_cached(const struct sockaddr *sa, socklen_t len)
 {
 	size_t n = len < sizeof(struct sockaddr_in6)
 			   ? len
@@ -532,12 +531,36 @@ static inline bool readable(const struct sockaddr *sa, socklen_t len)
 	/* Shorter than an IPv4 address: no replica's, nothing to read. */
 	if (len < sizeof(struct sockaddr_in) || p < 4096 || p + n < p ||
 	    (p + n - 1) >> 56)
-		return false;
+		return 0;
 	end = (p + n - 1) >> 12;
-	if (page == end)
-		for (size_t k = 0; k < READABLE_PAGES; k++)
-			if (readable_pages[k] == page + 1)
-				return true;
+	if (page != end)
+		return -1;
+	page++;
+	return (readable_pages[0] == page) | (readable_pages[1] == page) |
+			       (readable_pages[2] == page) |
+			       (readable_pages[3] == page)
+		       ? 1
+		       : -1;
+}
+
+/*
+ * Whether the bytes of sa that maybe_replica() reads can be read: a bad
+ * pointer is libc's to refuse with EFAULT, never a crash of ours. Any
+ * page not seen lately is asked of the kernel once and remembered. A
+ * page unmapped since it was last used is the one case still read
+ * without asking (design.md §9).
+ */
+static bool readable(const struct sockaddr *sa, socklen_t len)
+{
+	size_t n = len < sizeof(struct sockaddr_in6)
+			   ? len
+			   : sizeof(struct sockaddr_in6);
+	uintptr_t p = (uintptr_t)sa, page = p >> 12, end;
+	int known = readable_cached(sa, len);
+
+	if (known >= 0)
+		return known;
+	end = (p + n - 1) >> 12;
 	if (!page_readable(p) || (end != page && !page_readable(end << 12)))
 		return false;
 	if (page == end)
@@ -545,18 +568,53 @@ static inline bool readable(const struct sockaddr *sa, socklen_t len)
 	return true;
 }
 
-int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+_Static_assert(READABLE_PAGES == 4, "readable_cached() compares 4 pages");
+
+/* A connect that is no replica's, on a socket that may have a pending
+ * attempt of a replica's: that attempt is over. */
+static __attribute__((noinline)) int
+connect_other(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	/* A process that was never handed a replica's address passes
-	 * every connect() through without reading a byte of it. */
-	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed) ||
-	    !readable(sa, len) || !rlb_addr_maybe_replica(sa, len)) {
+	rlb_pending_clear(fd);
+	return rlb_libc()->connect(fd, sa, len);
+}
+
+/* Not known at a glance: the kernel says whether sa can be read. */
+static __attribute__((noinline)) int
+connect_unknown(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	if (!readable(sa, len) || !rlb_addr_maybe_replica(sa, len)) {
 		if (atomic_load_explicit(&rlb_pending_count,
 					 memory_order_relaxed))
-			rlb_pending_clear(fd);
+			return connect_other(fd, sa, len);
 		return rlb_libc()->connect(fd, sa, len);
 	}
 	return connect_replica(fd, sa, len);
+}
+
+int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int known;
+
+	/* A process that was never handed a replica's address passes
+	 * every connect() through without reading a byte of it. */
+	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed))
+		return rlb_libc()->connect(fd, sa, len);
+	/*
+	 * The pass-through, kept free of calls so that it saves no
+	 * registers: a page seen lately, then the home bit. Tracking is
+	 * active only after a handout, which bound the libc table.
+	 */
+	known = readable_cached(sa, len);
+	if (__builtin_expect(known < 0, 0))
+		return connect_unknown(fd, sa, len);
+	if (__builtin_expect(known && rlb_addr_maybe_replica(sa, len), 0))
+		return connect_replica(fd, sa, len);
+	if (__builtin_expect(atomic_load_explicit(&rlb_pending_count,
+						  memory_order_relaxed) != 0,
+			     0))
+		return connect_other(fd, sa, len);
+	return rlb_libc_table.connect(fd, sa, len);
 }
 
 int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)

@@ -22,6 +22,9 @@ static unsigned decay_shift(const struct rlb_cluster *c, int64_t t, int64_t now)
 		return 64;
 	/* Unsigned: T read from shared memory may be anything. */
 	delta = (uint64_t)now - (uint64_t)t;
+	/* Most selections come within a half-life of T: no division. */
+	if (delta < (uint64_t)hl)
+		return 0;
 	k = delta / (uint64_t)hl;
 	return k >= 64 ? 64 : (unsigned)k;
 }
@@ -149,6 +152,23 @@ void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
 
 	*errors = slot ? shift_errors(atomic_load(&slot->errors), k) : 0;
 	*slowdowns = slot ? shift_errors(atomic_load(&slot->slowdowns), k) : 0;
+}
+
+void rlb_health_counts_all(const struct rlb_cluster *c, size_t n, int64_t now,
+			   bool decayed, uint64_t *errors, uint64_t *slowdowns)
+{
+	struct store *s = decayed ? rlb_attach_check(c) : rlb_attach_now(c);
+	unsigned k = decayed ? decay_shift(c, decay_time_of(s), now) : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct health_slot *slot = slot_of(c, s, i);
+
+		errors[i] =
+			slot ? shift_errors(atomic_load(&slot->errors), k) : 0;
+		slowdowns[i] =
+			slot ? shift_errors(atomic_load(&slot->slowdowns), k)
+			     : 0;
+	}
 }
 
 uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,
