@@ -912,7 +912,9 @@ static void test_config_cluster_name_errors(void **state)
 		      "t.conf:3: empty cluster name",
 		      "t.conf:4: invalid character in cluster name \"a b\"",
 		      "t.conf:5: cluster has no name",
-		      "t.conf:6: cluster \"n\" has no replicas and no srv or dns source", NULL);
+		      "t.conf:6: cluster \"n\" has no replicas and no srv or "
+		      "dns source",
+		      NULL);
 }
 
 static void test_config_empty_replicas(void **state)
@@ -1085,7 +1087,9 @@ static void test_config_errors_collected(void **state)
 		    F("22: empty replicas list"),
 		    F("22: duplicate cluster \"a.cluster\" (first at line 9)"),
 		    F("23: cluster has no name"),
-		    F("24: cluster \"b.cluster\" has no replicas and no srv or dns source"), NULL);
+		    F("24: cluster \"b.cluster\" has no replicas and no srv or "
+		      "dns source"),
+		    NULL);
 #undef F
 	rlb_diag_free(&d);
 }
@@ -1662,7 +1666,12 @@ static void test_config_sample_files(void **state)
 		/* Each setting is shown at its default. */
 		if (!apps[i].app)
 			expect_same_settings(&cfg->defaults, &plain->defaults);
-		assert_int_equal(cfg->nclusters, 2);
+		assert_int_equal(cfg->nclusters, 3);
+		c = rlb_config_find(cfg, "k8s.cluster");
+		assert_non_null(c);
+		assert_string_equal(c->srv, "_native._tcp.clickhouse.analytics."
+					    "svc.cluster.local.");
+		assert_int_equal(c->nreplicas, 0);
 		c = rlb_config_find(cfg, "analytics.cluster");
 		assert_non_null(c);
 		assert_int_equal(c->s.load_balancing,
