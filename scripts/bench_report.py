@@ -312,6 +312,29 @@ def main():
                                    for x in v.get(cfg, [])])
                          for cfg in ["plain", "preload"]}
 
+    # ---- bench_refresh ----
+    rf = {}
+    for t in lines(a.raw, "refresh"):
+        rf.setdefault(int(t[0]), {})[t[1]] = [float(x) for x in t[2:5]]
+    per = [v["refresh"][2] for v in rf.values() if "refresh" in v]
+    figure("dns_refresh_in_flight",
+           "resolutions while a DNS refresh is in flight / none in flight",
+           med(per), ">=", 0.95, "x",
+           "bench_refresh: the preload layer linked in-process, its DNS "
+           "answered from memory; resolutions per second of an srv cluster "
+           "(3 targets with their addresses) while one refresh is held at "
+           "the server / while none is in flight; median of per-round "
+           "ratios", per)
+    details["refresh"] = {
+        "in_flight_per_s": med([v["refresh"][0] for v in rf.values()
+                                if "refresh" in v]),
+        "idle_per_s": med([v["refresh"][1] for v in rf.values()
+                           if "refresh" in v]),
+        "dns_vs_config_cluster": med([v["membership"][2]
+                                      for v in rf.values()
+                                      if "membership" in v]),
+    }
+
     def loadavg(s):
         return [float(x) for x in s.split()] if s else None
 
@@ -391,6 +414,12 @@ def main():
                 print("    %s: counted / refused per run: %s" % (
                     "cold" if f["id"].endswith("cold") else "warm",
                     " ".join("%.4f" % x for x in f["per_run"])))
+    r = details.get("refresh", {})
+    if r.get("idle_per_s"):
+        print("  refresh: %.0f/s in flight, %.0f/s idle; a DNS cluster / a "
+              "config cluster: %.3f" % (r["in_flight_per_s"],
+                                        r["idle_per_s"],
+                                        r["dns_vs_config_cluster"] or 0))
     print("  rss: %.0f kB plain, %.0f kB preloaded" % (
         details["rss_kb"]["plain"] or 0, details["rss_kb"]["preload"] or 0))
     h = details["hooks_ns"].get("preload", {})
