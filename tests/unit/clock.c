@@ -1,6 +1,7 @@
 /* clock.c - see clock.h. */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <time.h>
 
 #include "base/base.h"
@@ -8,14 +9,16 @@
 
 /* The real clock, and how far the library's is moved on. */
 static int (*clock_real)(clockid_t clock, struct timespec *ts);
-static int64_t clock_shift_ms;
+/* Atomic: the library's own threads read the clock too. */
+static _Atomic int64_t clock_shift_ms;
 
 static int shifted_now(clockid_t clock, struct timespec *ts)
 {
 	int rc = clock_real(clock, ts);
-	int64_t ns = ts->tv_nsec + clock_shift_ms % 1000 * 1000000;
+	int64_t shift = atomic_load(&clock_shift_ms);
+	int64_t ns = ts->tv_nsec + shift % 1000 * 1000000;
 
-	ts->tv_sec += clock_shift_ms / 1000 + ns / 1000000000;
+	ts->tv_sec += shift / 1000 + ns / 1000000000;
 	ts->tv_nsec = ns % 1000000000;
 	return rc;
 }
