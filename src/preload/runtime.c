@@ -604,8 +604,9 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 	if (first || background)
 		recompute_due();
 	pthread_mutex_unlock(&members_lock);
+	/* Without a thread, this resolution asks, as the first one does. */
 	if (background && !refresh_in_background(name_hash))
-		refresh_membership(name_hash);
+		first = true;
 	if (first)
 		refresh_membership(name_hash);
 	if (first || (m && !background && c->nreplicas == 0)) {

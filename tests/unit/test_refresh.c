@@ -299,11 +299,49 @@ static void test_refresh_keeps_counts_and_last_good(void **state)
 	rlb_runtime_release(snap);
 }
 
+static int no_thread(pthread_t *t, const pthread_attr_t *attr,
+		     void *(*fn)(void *), void *arg)
+{
+	return EAGAIN;
+}
+
+static int ninit_fails(res_state st)
+{
+	errno = ENOMEM;
+	return -1;
+}
+
+static void test_refresh_without_threads_or_resolver(void **state)
+{
+	static const char *const one[] = {"f.rlb.test"};
+	static const char *const two[] = {"f.rlb.test", "g.rlb.test"};
+	char got[512];
+
+	/* No thread to be had (RLIMIT_NPROC, seccomp): the resolution that
+	 * finds the refresh due asks itself, and has the new members. */
+	serve(one, 1);
+	rlb_libc()->pthread_create = no_thread;
+	test_clock_advance(1100);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "f.rlb.test");
+	/* libc's resolver cannot even start: the last good stay. */
+	serve(two, 2);
+	rlb_libc()->res_ninit = ninit_fails;
+	test_clock_advance(1100);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "f.rlb.test");
+	rlb_libc()->res_ninit = fake_ninit;
+	test_clock_advance(1100);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "f.rlb.test g.rlb.test");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refresh_first_waits_then_background),
 		cmocka_unit_test(test_refresh_keeps_counts_and_last_good),
+		cmocka_unit_test(test_refresh_without_threads_or_resolver),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
