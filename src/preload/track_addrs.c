@@ -369,10 +369,10 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len)
 {
 	struct addr_table *t;
-	struct addr_slot *s;
+	struct addr_slot *s, *hint;
 	uint32_t epoch;
 	struct dest d;
-	bool fresh;
+	bool fresh, ours;
 
 	if (!rlb_addr_to_dest(sa, len, &d))
 		return;
@@ -385,8 +385,32 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	if (!t)
 		return;
 	epoch = atomic_load_explicit(&table_epoch, memory_order_relaxed);
-	s = table_slot(t, &d, c->name_hash, c->replicas[i].identity,
-		       c->s.connect_timeout_ms, epoch, &fresh);
+	/*
+	 * The replica's hint first: the slot it last handed out, if that is
+	 * a slot of this table holding this very address for it. Resolving
+	 * the same name again (the common case) then costs no probe.
+	 */
+	fresh = false;
+	hint = atomic_load_explicit(&c->replicas[i].track_hint,
+				    memory_order_relaxed);
+	ours = hint && hint >= t->slots && hint < t->slots + ADDR_SLOTS &&
+	       atomic_load_explicit(&hint->state, memory_order_acquire) ==
+		       SLOT_READY &&
+	       hint->cluster == c->name_hash &&
+	       hint->replica == c->replicas[i].identity;
+	if (ours && rlb_addr_same(&hint->d, &d) && hint->d.port == d.port) {
+		s = hint;
+	} else {
+		s = table_slot(t, &d, c->name_hash, c->replicas[i].identity,
+			       c->s.connect_timeout_ms, epoch, &fresh);
+		/* A replica with several addresses keeps the hint of its
+		 * first: threads never take turns writing it. */
+		if (s && !ours)
+			atomic_store_explicit(
+				&((struct rlb_replica *)c->replicas)[i]
+					 .track_hint,
+				s, memory_order_relaxed);
+	}
 	if (!s) {
 		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");
 	} else {
