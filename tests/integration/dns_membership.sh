@@ -362,4 +362,22 @@ check_eq "malformed: served by the last good membership" "m1 m2" \
 check_ge "malformed: a warning" 1 "$(client_warnings mal)"
 dns_use_server "$DNS_ADDR"
 
+# -------------------------------------------------------------------
+# 9. Absolute names: under Kubernetes' search list and ndots:5, one
+# refresh asks each source once, never with a search domain appended
+# (and an SRV target's addresses come with the answer: no question).
+DNS_RESOLV_SEARCH="ns.svc.cluster.local svc.cluster.local cluster.local" \
+	DNS_RESOLV_OPTIONS="ndots:5" dns_use_server "$DNS_ADDR" ||
+	fail "resolv.conf with a search list"
+mark=$(wc -l <"$DNS_DIR/named.log")
+out=$(REPLICALB_CONFIG=$T/three.conf rlbctl resolve --peek web.cluster)
+check_eq "ndots:5: the members" "s1.rlb.test s2.rlb.test s3.rlb.test" \
+	"$(printf '%s\n' "$out" | sorted_words)"
+asked=$(tail -n +$((mark + 1)) "$DNS_DIR/named.log" | grep -c 'query: ' || true)
+srv=$(tail -n +$((mark + 1)) "$DNS_DIR/named.log" |
+	grep -c "query: _http._tcp.web.$Z IN SRV" || true)
+check_eq "ndots:5: one refresh is one question" 1 "$asked"
+check_eq "ndots:5: the SRV name as written, no search domain" 1 "$srv"
+dns_use_server "$DNS_ADDR"
+
 finish

@@ -81,7 +81,10 @@ dns_enter_ns()
 dns_use_server()
 {
 	local f=$DNS_DIR/resolv-$1.conf
-	printf 'nameserver %s\noptions timeout:1 attempts:1\n' "$1" >"$f"
+	# $DNS_RESOLV_SEARCH, $DNS_RESOLV_OPTIONS: a search list, more options.
+	printf 'nameserver %s\n%soptions timeout:1 attempts:1 %s\n' "$1" \
+		"${DNS_RESOLV_SEARCH:+search $DNS_RESOLV_SEARCH
+}" "${DNS_RESOLV_OPTIONS:-}" >"$f"
 	if [ -n "$DNS_RESOLV_MOUNTED" ]; then
 		umount /etc/resolv.conf || return 1
 	fi
@@ -149,6 +152,7 @@ options {
 	edns-udp-size 1232;
 	max-udp-size 1232;
 	minimal-responses no;
+	querylog yes; # to named.log: -g logs everything to stderr
 };
 controls { };
 zone "$DNS_ZONE" {
