@@ -434,6 +434,52 @@ static void test_members_failed_question_keeps_its_members(void **state)
 	rlb_config_free(cfg);
 }
 
+static void test_members_srv_and_dns_combined(void **state)
+{
+	struct rlb_config *cfg =
+		parse("clusters = ({ name = \"b.cluster\"; "
+		      "srv = \"_ch._tcp.rlb.test\"; "
+		      "dns = \"pool.rlb.test\"; port = 9000; "
+		      "replicas = ( \"static.rlb.test\" ); });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	struct dw *w;
+
+	three_targets(60);
+	w = answer(RLB_DNS_T_A, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.7");
+	answer(RLB_DNS_T_AAAA, "pool.rlb.test.", 0);
+	rlb_membership_init(&ms, c);
+	assert_true(refresh(&ms, c, 0));
+	/* srv members first (by source), then the dns one. */
+	assert_int_equal(ms.now.n, 4);
+	assert_int_equal(ms.now.m[0].source, RLB_SOURCE_SRV);
+	assert_string_equal(ms.now.m[3].host, "10.0.0.7");
+	/* The SRV question fails: its members stay, the dns ones follow
+	 * their answer. */
+	script_fail(RLB_DNS_T_SRV);
+	w = answer(RLB_DNS_T_A, "pool.rlb.test.", 0);
+	dw_addr(w, "pool.rlb.test", 30, "10.0.0.8");
+	assert_true(refresh(&ms, c, 1000));
+	assert_int_equal(ms.outcome, RLB_DNS_OK);
+	assert_int_equal(ms.now.n, 4);
+	assert_string_equal(ms.now.m[0].host, "a.rlb.test");
+	assert_string_equal(ms.now.m[3].host, "10.0.0.8");
+	/* Both fail: all stay. */
+	script_fail(RLB_DNS_T_A);
+	script_fail(RLB_DNS_T_AAAA);
+	assert_false(refresh(&ms, c, 2000));
+	assert_int_equal(ms.outcome, RLB_DNS_FAILED);
+	assert_int_equal(ms.now.n, 4);
+	/* The config replica first, then the members. */
+	assert_int_equal(rlb_members_add(c, &ms), 0);
+	assert_int_equal(c->nreplicas, 5);
+	assert_int_equal(c->nstatic, 1);
+	assert_string_equal(c->replicas[0].host, "static.rlb.test");
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
 static void test_members_srv_target_root_is_no_service(void **state)
 {
 	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
@@ -609,6 +655,8 @@ int main(void)
 			setup),
 		cmocka_unit_test_setup(
 			test_members_failed_question_keeps_its_members, setup),
+		cmocka_unit_test_setup(test_members_srv_and_dns_combined,
+				       setup),
 		cmocka_unit_test_setup(
 			test_members_srv_target_root_is_no_service, setup),
 		cmocka_unit_test_setup(test_members_many_targets, setup),
