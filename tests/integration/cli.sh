@@ -5,18 +5,10 @@ set -u
 : "${top_builddir:?}" "${top_srcdir:?}"
 CTL="$top_builddir/replicalbctl"
 
+# rm_state_segments, shared by every test (its own ok/not_ok below).
+# shellcheck source=tests/lib.sh
+. "$top_srcdir/tests/lib.sh"
 tmp=$(mktemp -d) || exit 1
-# The SysV segments that state name files name outlive the directory.
-rm_state_segments()
-{
-	local id
-	for id in $(find "$@" -type f -size -200c -name '*.state*' \
-		-exec awk '$1 == "replicalb-state" && $3 == "shm" {print $4}' \
-		{} + 2>/dev/null); do
-		ipcrm -m "$id" 2>/dev/null
-	done
-	return 0
-}
 trap 'rm_state_segments "$tmp"; rm -rf "$tmp"' EXIT
 for v in $(compgen -e); do
 	case $v in REPLICALB_*) unset "$v" ;; esac
