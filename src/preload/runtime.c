@@ -400,11 +400,14 @@ static void maybe_reload(void)
 {
 	long long now = rlb_monotonic_ms();
 	bool changed;
+	int saved;
 
 	if (now < atomic_load_explicit(&next_check_ms, memory_order_relaxed))
 		return;
 	if (atomic_flag_test_and_set(&reload_busy))
 		return;
+	/* The check (stat(), a load) is the only thing here errno sees. */
+	saved = errno;
 	atomic_store(&next_check_ms, now + RELOAD_INTERVAL_MS);
 	pthread_mutex_lock(&cfg_lock);
 	changed = !current || rlb_config_changed(current->cfg);
@@ -413,6 +416,7 @@ static void maybe_reload(void)
 	if (changed && !(broken.n && !rlb_config_files_changed(&broken)))
 		load_config(false);
 	atomic_flag_clear(&reload_busy);
+	errno = saved;
 }
 
 /*
@@ -436,18 +440,23 @@ static void refresh_thread_cache(void)
 
 struct rlb_snapshot *rlb_runtime_acquire(void)
 {
-	int saved = errno;
 	unsigned gen;
+	int saved;
 
-	if (!atomic_load_explicit(&init_done, memory_order_acquire))
+	if (!atomic_load_explicit(&init_done, memory_order_acquire)) {
+		saved = errno;
 		pthread_once(&init_once, runtime_init);
+		errno = saved;
+	}
 	if (disabled)
 		return NULL;
 	maybe_reload();
 	gen = atomic_load_explicit(&cfg_gen, memory_order_acquire);
-	if (tls_gen != gen && tls_depth == 0)
+	if (tls_gen != gen && tls_depth == 0) {
+		saved = errno;
 		refresh_thread_cache();
-	errno = saved;
+		errno = saved;
+	}
 	if (!tls_snap)
 		return NULL;
 	tls_depth++;

@@ -566,10 +566,14 @@ void rlb_pending_match_dropped(const struct rlb_owner *owners, size_t n)
 
 void rlb_track_sweep(void)
 {
-	int saved = errno;
+	int saved;
 
-	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
-		rlb_pending_sweep(-1, NULL, 0, false);
+	/* errno is read only when there is work: a resolution with nothing
+	 * pending (the common case) makes no call at all. */
+	if (!atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
+		return;
+	saved = errno;
+	rlb_pending_sweep(-1, NULL, 0, false);
 	errno = saved;
 }
 
