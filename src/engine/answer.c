@@ -360,6 +360,9 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 	bool fast = literal_question_init(q, service, &lq), done = false;
 
 	*first = NULL;
+	/* A DNS cluster with no members (design.md §15.2). */
+	if (c->nreplicas == 0)
+		return c->no_members_eai ? c->no_members_eai : EAI_NONAME;
 	sel = run_selection(c, peek, &st, &heap, &cap);
 	if (!sel)
 		return EAI_MEMORY;

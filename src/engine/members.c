@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,6 +614,8 @@ int rlb_members_add(struct rlb_cluster *c, const struct rlb_membership *ms)
 	struct rlb_replica r;
 
 	c->weighted = false;
+	/* No answer yet is a temporary failure; programs may try again. */
+	c->no_members_eai = ms && ms->answered ? 0 : EAI_AGAIN;
 	for (size_t i = 0; ms && i < ms->now.n; i++) {
 		if (c->nreplicas >= RLB_MAX_REPLICAS)
 			break;

@@ -132,6 +132,9 @@ struct rlb_cluster {
 	char *dns;
 	size_t nstatic; /* replicas[0 .. nstatic) are the config's */
 	bool weighted;	/* some replica has an SRV weight (design.md §15) */
+	/* What a resolution answers while the cluster has no replicas:
+	 * EAI_AGAIN while its DNS has never answered, else (0) EAI_NONAME. */
+	int no_members_eai;
 	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
 	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
 	struct rlb_health *health; /* shared state, once attached */

@@ -122,7 +122,9 @@ out_fail:
 	free_list(head);
 	if (!last)
 		last = EAI_NONAME;
-	if (last == EAI_NONAME || last == EAI_AGAIN || last == EAI_FAIL)
+	/* A cluster with no members says so itself (members.c). */
+	if (c->nreplicas &&
+	    (last == EAI_NONAME || last == EAI_AGAIN || last == EAI_FAIL))
 		warn_unresolvable(c, last);
 	if (last == EAI_SYSTEM && errno == 0)
 		errno = EIO;
@@ -221,13 +223,17 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 		rc = ENOMEM;
 		goto out_free;
 	}
-	rc = 0;
 	addrs = got.addrs;
 	nuniq = unique_addrs(addrs, got.n, af, alen);
 	if (nuniq == 0) {
-		*h_errnop = HOST_NOT_FOUND;
+		/* A DNS cluster whose DNS never answered: try again. */
+		*h_errnop = c->nreplicas == 0 && rc == EAI_AGAIN
+				    ? TRY_AGAIN
+				    : HOST_NOT_FOUND;
+		rc = 0;
 		goto out_free;
 	}
+	rc = 0;
 	/*
 	 * Layout in buf, as glibc's: from its first pointer-aligned byte
 	 * (the caller's buffer may start anywhere), the address list and

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -157,7 +158,9 @@ static void write_config(const char *extra)
 		"%sclusters = ( { name = \"web.cluster\"; srv = \"" SRV "\";\n"
 		"  dns_refresh_floor_ms = 30000; dns_cache_ttl = 0;\n"
 		"  distributed_replica_error_half_life = 86400;\n"
-		"  load_balancing = \"in_order\"; } );\n",
+		"  load_balancing = \"in_order\"; },\n"
+		"  { name = \"down.cluster\"; srv = \"_down._tcp.rlb.test\"; } "
+		");\n",
 		extra);
 	assert_int_equal(fclose(f), 0);
 	assert_int_equal(rename(tmp, path), 0);
@@ -355,12 +358,43 @@ static void test_refresh_without_threads_or_resolver(void **state)
 	assert_string_equal(got, "f.rlb.test g.rlb.test");
 }
 
+/* A DNS cluster whose DNS never answered: a temporary failure. */
+static void test_refresh_never_answered_is_eai_again(void **state)
+{
+	static const struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct addrinfo *res = NULL;
+	struct hostent he, *hp = NULL;
+	struct rlb_cluster *c;
+	char buf[512];
+	int herr = 0;
+
+	assert_non_null(snap);
+	c = rlb_config_find(snap->cfg, "down.cluster");
+	assert_non_null(c);
+	/* The server answers nothing for it (fake_nsend: EINVAL). */
+	c = rlb_runtime_members(c, &snap);
+	assert_non_null(c);
+	assert_int_equal(c->nreplicas, 0);
+	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res),
+			 EAI_AGAIN);
+	assert_null(res);
+	assert_int_equal(rlb_resolve_gethostbyname(c, "down.cluster", AF_INET,
+						   &he, buf, sizeof(buf), &hp,
+						   &herr),
+			 0);
+	assert_null(hp);
+	assert_int_equal(herr, TRY_AGAIN);
+	rlb_runtime_release(snap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refresh_first_waits_then_background),
 		cmocka_unit_test(test_refresh_keeps_counts_and_last_good),
 		cmocka_unit_test(test_refresh_without_threads_or_resolver),
+		cmocka_unit_test(test_refresh_never_answered_is_eai_again),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
