@@ -347,6 +347,37 @@ static void test_health_late_error_counts_in_full(void **state)
 	cfg_free(cfg);
 }
 
+/*
+ * Decay moves T for the whole segment, so it shifts every slot: a replica
+ * this process does not know (one that left the DNS membership for a
+ * while, or one only another process's apps.d overlay has) decays as if
+ * it had been there (design.md §15.4).
+ */
+static void test_health_decay_shifts_replicas_not_known_here(void **state)
+{
+	static const char *const hosts_a[] = {"a.example"};
+	struct fixture *f = *state;
+	struct rlb_config *both = attach1(f->state, "db", hosts_ab, 2, false);
+	struct rlb_config *one = attach1(f->state, "db", hosts_a, 1, false);
+	struct rlb_cluster *cb = &both->clusters[0], *c1 = &one->clusters[0];
+
+	cb->s.half_life = c1->s.half_life = 1;
+	rlb_health_decay(cb, 1000);
+	add_errors(cb, 1, 8); /* b.example, which `one` does not have */
+	add_errors(cb, 0, 8);
+	/* `one` moves T three half-lives on: 8 >> 3 = 1, b included. */
+	rlb_health_decay(c1, 1003);
+	assert_int_equal(rlb_health_decay_time(cb), 1003);
+	assert_int_equal(rlb_health_errors(cb, 0, 1003, false), 1);
+	assert_int_equal(rlb_health_errors(cb, 1, 1003, false), 1);
+	/* A failure charged by identity finds the slot (a member gone). */
+	rlb_health_add_by_identity(c1, cb->replicas[1].identity, 2, 1003,
+				   false);
+	assert_int_equal(rlb_health_errors(cb, 1, 1003, false), 3);
+	cfg_free(one);
+	cfg_free(both);
+}
+
 /* Half-life 0: an add never wipes another add no selection has seen. */
 static void test_health_zero_half_life_adds_accumulate(void **state)
 {
@@ -2104,6 +2135,7 @@ int main(void)
 		T(test_health_rebuild_when_full_of_tombstones),
 		T(test_health_full_table_keeps_counted_entries),
 		T(test_health_late_error_counts_in_full),
+		T(test_health_decay_shifts_replicas_not_known_here),
 		T(test_health_zero_half_life_adds_accumulate),
 		T(test_health_slowdowns_decay_uncapped),
 		T(test_health_sized_to_cluster),
