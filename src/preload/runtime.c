@@ -568,15 +568,20 @@ static bool refresh_in_background(uint64_t name_hash)
 
 	_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t),
 		       "a name hash fits a thread argument");
-	if (pthread_attr_init(&attr) != 0)
-		return false;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
-	rlb_libc()->pthread_sigmask(SIG_SETMASK, &all, &old);
-	ok = rlb_libc()->pthread_create(&t, &attr, refresh_thread,
-					(void *)(uintptr_t)name_hash) == 0;
+	/* Without the mask, no thread: a handler of the program's must
+	 * never run on ours (and `old` would be nothing to put back). */
+	if (rlb_libc()->pthread_sigmask(SIG_SETMASK, &all, &old) != 0)
+		return false;
+	ok = pthread_attr_init(&attr) == 0;
+	if (ok) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		ok = rlb_libc()->pthread_create(&t, &attr, refresh_thread,
+						(void *)(uintptr_t)name_hash) ==
+		     0;
+		pthread_attr_destroy(&attr);
+	}
 	rlb_libc()->pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 	return ok;
 }
 

@@ -53,16 +53,29 @@ enum step {
 	S_OTHER,
 	S_NONVIRTUAL,
 	S_FQDN,
+	S_DNS,
 	S_STATE_RW,
 	S_STATE_RO,
 	S_STATE_RESET,
 	S_STATE_REMOVE,
 };
 static const char *const step_names[] = {
-	"none",		 "load",	"acquire",	"resolve",
-	"connect ok",	 "refused",	"nonblocking",	"close",
-	"not a replica", "not virtual", "fqdn",		"state first use",
-	"state look",	 "state reset", "remove-state",
+	"none",
+	"load",
+	"acquire",
+	"resolve",
+	"connect ok",
+	"refused",
+	"nonblocking",
+	"close",
+	"not a replica",
+	"not virtual",
+	"fqdn",
+	"dns members",
+	"state first use",
+	"state look",
+	"state reset",
+	"remove-state",
 };
 
 static struct rlb_libc real;	/* the seam as bound, clock faked */
@@ -295,7 +308,9 @@ static int setup(void **state)
 		 "\"in_order\"; replicas = (\n"
 		 " { host = \"ok\"; address = \"127.0.0.2\"; port = %d; },\n"
 		 " { host = \"refuser\"; address = \"127.0.0.3\"; port = %d; "
-		 "} ); } );\n",
+		 "} ); },\n"
+		 " { name = \"d.cluster\"; srv = \"_f._tcp.rlb.test\";\n"
+		 "   dns_refresh_floor_ms = 10; dns_cache_ttl = 0; } );\n",
 		 TIMEOUT_MS, port_ok, port_refused);
 	snprintf(cfg_path, sizeof(cfg_path), "%s/replicalb.conf", tmpdir);
 	f = fopen(cfg_path, "w");
@@ -475,6 +490,55 @@ static void state_steps(void)
 }
 
 /*
+ * The DNS server of d.cluster, as the seam's resolver entries: one SRV
+ * target with its address in the additional section (so its members need
+ * no lookup of their own). No refresh thread: pthread_create fails, so a
+ * refresh is asked in the scenario's own thread, where faults are seen.
+ */
+static int dns_ninit(res_state st)
+{
+	return 0;
+}
+
+static void dns_nclose(res_state st)
+{
+}
+
+static int dns_nmkquery(res_state st, int op, const char *name, int class,
+			int type, const unsigned char *data, int datalen,
+			const unsigned char *newrr, unsigned char *buf,
+			int buflen)
+{
+	return buflen > 0 ? 1 : -1;
+}
+
+static int dns_nsend(res_state st, const unsigned char *msg, int len,
+		     unsigned char *ans, int anslen)
+{
+	/* _f._tcp.rlb.test SRV 0 1 9 t.rlb.test; t.rlb.test A 127.0.0.2 */
+	static const unsigned char m[] = {
+		0x12, 0x34, 0x84, 0x00, 0,   1,	  0,   1,   0,	 0,   0,
+		1,    2,    '_',  'f',	4,   '_', 't', 'c', 'p', 3,   'r',
+		'l',  'b',  4,	  't',	'e', 's', 't', 0,   0,	 33,  0,
+		1,    0xc0, 12,	  0,	33,  0,	  1,   0,   0,	 0,   0,
+		0,    10,   0,	  0,	0,   1,	  0,   9,   1,	 't', 0xc0,
+		20,   1,    't',  0xc0, 20,  0,	  1,   0,   1,	 0,   0,
+		0,    0,    0,	  4,	127, 0,	  0,   2,
+	};
+
+	if (anslen < (int)sizeof(m))
+		return -1;
+	memcpy(ans, m, sizeof(m));
+	return (int)sizeof(m);
+}
+
+static int no_thread(pthread_t *t, const pthread_attr_t *attr,
+		     void *(*fn)(void *), void *arg)
+{
+	return EAGAIN;
+}
+
+/*
  * The program: load, acquire, resolve f.cluster, connect to each address
  * (blocking), once more non-blocking to the refuser, to an address of no
  * replica, then ask about "localhost". Returns errors counted against the
@@ -608,6 +672,31 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 	if (rc == 0)
 		rlb_libc()->freeaddrinfo(res);
 
+	/* A DNS cluster: its members refreshed (the clock moved past the
+	 * floor), here and now; the last good ones when that fails. */
+	step = S_DNS;
+	{
+		struct rlb_cluster *d = rlb_config_find(snap->cfg, "d.cluster");
+
+		res = NULL;
+		if (d)
+			d = rlb_runtime_members(d, &snap);
+		if (!d) {
+			problem("d.cluster: no cluster");
+			return;
+		}
+		c = rlb_config_find(snap->cfg, "f.cluster");
+		/* Answered once (the warm-up round): whatever fails now,
+		 * the members in force answer. */
+		rc = rlb_resolve_getaddrinfo(d, NULL, &hints, &res);
+		if (rc != 0)
+			problem("d.cluster: %d (%s)", rc,
+				fired_here(S_DNS) ? "a fault while refreshing"
+						  : "no fault");
+		if (res)
+			freeaddrinfo(res);
+	}
+
 	step = S_FQDN;
 	errno = EBADMSG;
 	rlb_local_fqdn(fqdn, sizeof(fqdn));
@@ -674,6 +763,11 @@ static void test_faults_every_entry(void **state)
 	real = bound;
 	real.now = fake_now;
 	real.shmget = record_shmget;
+	real.res_ninit = dns_ninit;
+	real.res_nmkquery = dns_nmkquery;
+	real.res_nsend = dns_nsend;
+	real.res_nclose = dns_nclose;
+	real.pthread_create = no_thread;
 
 	dup2(devnull, STDERR_FILENO);
 	/* Warm-up: what happens once per process (tables, first load). */
