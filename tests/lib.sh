@@ -315,9 +315,17 @@ start_replica()
 # stop_replica NAME : SIGTERM and wait (bounded) until it has exited.
 stop_replica()
 {
-	local f=$T/srv-$1.pid pid i
+	stop_pidfile "$T/srv-$1.pid"
+}
+
+# stop_pidfile FILE : stop the process FILE names - SIGCONT (it may be
+# stopped), SIGTERM, SIGKILL after 5 s - wait for it, remove FILE.
+stop_pidfile()
+{
+	local f=$1 pid i
 	[ -f "$f" ] || return 0
 	pid=$(cat "$f")
+	kill -CONT "$pid" 2>/dev/null
 	kill -TERM "$pid" 2>/dev/null
 	for i in $(seq 100); do
 		kill -0 "$pid" 2>/dev/null || break

@@ -49,8 +49,7 @@ static pthread_cond_t members_cond = PTHREAD_COND_INITIALIZER;
 static struct rlb_config *base;
 struct runtime_membership {
 	struct rlb_membership ms;
-	char *srv, *dns; /* the sources it holds the answer of */
-	bool busy;	 /* a refresh is asking DNS */
+	bool busy; /* a refresh is asking DNS */
 };
 static struct runtime_membership *memberships;
 static size_t nmemberships;
@@ -222,13 +221,6 @@ static const struct rlb_cluster *base_cluster(uint64_t name_hash)
 	return NULL;
 }
 
-static void membership_free(struct runtime_membership *m)
-{
-	rlb_membership_clear(&m->ms);
-	free(m->srv);
-	free(m->dns);
-}
-
 /*
  * Make cfg (NULL: none) the base, with a membership for each of its DNS
  * clusters: the one it had, when its sources are the same (a reload keeps
@@ -250,25 +242,25 @@ static int adopt_base(struct rlb_config *cfg)
 	for (size_t i = 0; cfg && i < cfg->nclusters; i++) {
 		const struct rlb_cluster *c = &cfg->clusters[i];
 		struct runtime_membership *had, *m = &next[n];
+		const struct rlb_cluster *was;
 
 		if (!c->srv && !c->dns)
 			continue;
 		n++;
+		/* The base still in force names the sources each answer is
+		 * of; a cluster that asks the same keeps its members. */
 		had = membership_of(c->name_hash);
-		if (had && same_string(had->srv, c->srv) &&
-		    same_string(had->dns, c->dns)) {
+		was = base_cluster(c->name_hash);
+		if (had && was && same_string(was->srv, c->srv) &&
+		    same_string(was->dns, c->dns)) {
 			*m = *had;
 			memset(had, 0, sizeof(*had));
 			continue;
 		}
 		rlb_membership_init(&m->ms, c);
-		m->srv = c->srv ? strdup(c->srv) : NULL;
-		m->dns = c->dns ? strdup(c->dns) : NULL;
-		/* Without memory for them, asked again and again: nothing
-		 * matches the cluster's sources. */
 	}
 	for (size_t i = 0; i < nmemberships; i++)
-		membership_free(&memberships[i]);
+		rlb_membership_clear(&memberships[i].ms);
 	free(memberships);
 	memberships = next;
 	nmemberships = n;
@@ -527,9 +519,13 @@ static void refresh_membership(uint64_t name_hash)
 	pthread_mutex_lock(&members_lock);
 	c = base_cluster(name_hash);
 	m = membership_of(name_hash);
-	if (c && m && same_string(m->srv, q.srv) &&
-	    same_string(m->dns, q.dns) &&
-	    rlb_membership_apply(&m->ms, c, &a, rlb_monotonic_ms())) {
+	/* A reload that changed the sources meanwhile made a new
+	 * membership, which this answer (of the old ones) is not for, nor
+	 * is its busy flag ours to clear. */
+	if (!c || !m || !same_string(c->srv, q.srv) ||
+	    !same_string(c->dns, q.dns))
+		m = NULL;
+	if (m && rlb_membership_apply(&m->ms, c, &a, rlb_monotonic_ms())) {
 		snap = members_snapshot(false);
 		if (snap)
 			old = publish(snap);

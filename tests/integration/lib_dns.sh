@@ -200,19 +200,7 @@ dns_start()
 # dns_stop : stop named (DNS down: UDP queries are refused at once).
 dns_stop()
 {
-	local f=$T/dns-named.pid pid i
-	[ -f "$f" ] || return 0
-	pid=$(cat "$f")
-	kill -CONT "$pid" 2>/dev/null
-	kill -TERM "$pid" 2>/dev/null
-	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	rm -f "$f"
-	return 0
+	stop_pidfile "$T/dns-named.pid"
 }
 
 # dns_freeze / dns_thaw : SIGSTOP / SIGCONT named: queries time out

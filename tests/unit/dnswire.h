@@ -3,6 +3,7 @@
 #ifndef RLB_TEST_DNSWIRE_H
 #define RLB_TEST_DNSWIRE_H
 
+#include <resolv.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,5 +21,18 @@ void dw_srv(struct dw *w, const char *owner, uint32_t ttl, uint16_t priority,
 void dw_ptr(struct dw *w, const char *owner, uint32_t ttl, const char *target);
 /* An A or AAAA record (by the address text's family). */
 void dw_addr(struct dw *w, const char *owner, uint32_t ttl, const char *addr);
+/* The same in the additional section: after every answer record. */
+void dw_glue(struct dw *w, const char *owner, uint32_t ttl, const char *addr);
+
+/*
+ * Stand-ins for libc's resolver in the seam (base.h), for a fake server's
+ * res_nsend(): init and close do nothing; the query is "TYPE NAME", all a
+ * fake server needs to know what was asked.
+ */
+int dw_res_ninit(res_state st);
+void dw_res_nclose(res_state st);
+int dw_res_nmkquery(res_state st, int op, const char *name, int class, int type,
+		    const unsigned char *data, int datalen,
+		    const unsigned char *newrr, unsigned char *buf, int buflen);
 
 #endif /* RLB_TEST_DNSWIRE_H */

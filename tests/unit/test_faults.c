@@ -27,6 +27,7 @@
 
 #include "preload/preload.h"
 #include "preload/track_internal.h"
+#include "tests/unit/dnswire.h"
 
 /* Failures injected per entry at most: its first MAX_K calls. */
 #define MAX_K	   6
@@ -495,41 +496,18 @@ static void state_steps(void)
  * no lookup of their own). No refresh thread: pthread_create fails, so a
  * refresh is asked in the scenario's own thread, where faults are seen.
  */
-static int dns_ninit(res_state st)
-{
-	return 0;
-}
-
-static void dns_nclose(res_state st)
-{
-}
-
-static int dns_nmkquery(res_state st, int op, const char *name, int class,
-			int type, const unsigned char *data, int datalen,
-			const unsigned char *newrr, unsigned char *buf,
-			int buflen)
-{
-	return buflen > 0 ? 1 : -1;
-}
-
 static int dns_nsend(res_state st, const unsigned char *msg, int len,
 		     unsigned char *ans, int anslen)
 {
-	/* _f._tcp.rlb.test SRV 0 1 9 t.rlb.test; t.rlb.test A 127.0.0.2 */
-	static const unsigned char m[] = {
-		0x12, 0x34, 0x84, 0x00, 0,   1,	  0,   1,   0,	 0,   0,
-		1,    2,    '_',  'f',	4,   '_', 't', 'c', 'p', 3,   'r',
-		'l',  'b',  4,	  't',	'e', 's', 't', 0,   0,	 33,  0,
-		1,    0xc0, 12,	  0,	33,  0,	  1,   0,   0,	 0,   0,
-		0,    10,   0,	  0,	0,   1,	  0,   9,   1,	 't', 0xc0,
-		20,   1,    't',  0xc0, 20,  0,	  1,   0,   1,	 0,   0,
-		0,    0,    0,	  4,	127, 0,	  0,   2,
-	};
+	struct dw w;
 
-	if (anslen < (int)sizeof(m))
+	dw_start(&w, "_f._tcp.rlb.test", 33, 0);
+	dw_srv(&w, "_f._tcp.rlb.test", 0, 0, 1, 9, "t.rlb.test");
+	dw_glue(&w, "t.rlb.test", 0, "127.0.0.2");
+	if (anslen < (int)w.len)
 		return -1;
-	memcpy(ans, m, sizeof(m));
-	return (int)sizeof(m);
+	memcpy(ans, w.buf, w.len);
+	return (int)w.len;
 }
 
 static int no_thread(pthread_t *t, const pthread_attr_t *attr,
@@ -763,10 +741,10 @@ static void test_faults_every_entry(void **state)
 	real = bound;
 	real.now = fake_now;
 	real.shmget = record_shmget;
-	real.res_ninit = dns_ninit;
-	real.res_nmkquery = dns_nmkquery;
+	real.res_ninit = dw_res_ninit;
+	real.res_nmkquery = dw_res_nmkquery;
 	real.res_nsend = dns_nsend;
-	real.res_nclose = dns_nclose;
+	real.res_nclose = dw_res_nclose;
 	real.pthread_create = no_thread;
 
 	dup2(devnull, STDERR_FILENO);

@@ -43,24 +43,6 @@ static bool answer_fails;
 static bool gate_closed;
 static unsigned asked, waiting;
 
-static int fake_ninit(res_state st)
-{
-	return 0;
-}
-
-static void fake_nclose(res_state st)
-{
-}
-
-/* The question as "type name": all the fake server needs. */
-static int fake_nmkquery(res_state st, int op, const char *name, int class,
-			 int type, const unsigned char *data, int datalen,
-			 const unsigned char *newrr, unsigned char *buf,
-			 int buflen)
-{
-	return snprintf((char *)buf, (size_t)buflen, "%d %s", type, name) + 1;
-}
-
 static int fake_nsend(res_state st, const unsigned char *msg, int len,
 		      unsigned char *ans, int anslen)
 {
@@ -146,7 +128,8 @@ static void wait_held(void)
 
 /* ------------------------------------------------------------------ */
 
-static void write_config(const char *extra)
+/* The config with web.cluster asking srv (SRV, or another name). */
+static void write_config_srv(const char *extra, const char *srv)
 {
 	char tmp[300];
 	FILE *f;
@@ -155,15 +138,20 @@ static void write_config(const char *extra)
 	f = fopen(tmp, "w");
 	assert_non_null(f);
 	fprintf(f,
-		"%sclusters = ( { name = \"web.cluster\"; srv = \"" SRV "\";\n"
+		"%sclusters = ( { name = \"web.cluster\"; srv = \"%s\";\n"
 		"  dns_refresh_floor_ms = 30000; dns_cache_ttl = 0;\n"
 		"  distributed_replica_error_half_life = 86400;\n"
 		"  load_balancing = \"in_order\"; },\n"
 		"  { name = \"down.cluster\"; srv = \"_down._tcp.rlb.test\"; } "
 		");\n",
-		extra);
+		extra, srv);
 	assert_int_equal(fclose(f), 0);
 	assert_int_equal(rename(tmp, path), 0);
+}
+
+static void write_config(const char *extra)
+{
+	write_config_srv(extra, SRV);
 }
 
 static int setup(void **state)
@@ -175,10 +163,10 @@ static int setup(void **state)
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
 	setenv("REPLICALB_LOG_LEVEL", "none", 1);
 	rlb_libc_bind();
-	rlb_libc()->res_ninit = fake_ninit;
-	rlb_libc()->res_nmkquery = fake_nmkquery;
+	rlb_libc()->res_ninit = dw_res_ninit;
+	rlb_libc()->res_nmkquery = dw_res_nmkquery;
 	rlb_libc()->res_nsend = fake_nsend;
-	rlb_libc()->res_nclose = fake_nclose;
+	rlb_libc()->res_nclose = dw_res_nclose;
 	test_clock_advance(0);
 	write_config("");
 	return 0;
@@ -352,7 +340,7 @@ static void test_refresh_without_threads_or_resolver(void **state)
 	test_clock_advance(DUE_MS);
 	members_now(got, sizeof(got));
 	assert_string_equal(got, "f.rlb.test");
-	rlb_libc()->res_ninit = fake_ninit;
+	rlb_libc()->res_ninit = dw_res_ninit;
 	test_clock_advance(DUE_MS);
 	members_now(got, sizeof(got));
 	assert_string_equal(got, "f.rlb.test g.rlb.test");
@@ -388,6 +376,31 @@ static void test_refresh_never_answered_is_eai_again(void **state)
 	rlb_runtime_release(snap);
 }
 
+/* A reload that changes a cluster's sources starts its membership anew. */
+static void test_refresh_reload_new_sources(void **state)
+{
+	static const char *const one[] = {"h.rlb.test"};
+	char got[512];
+
+	serve(one, 1);
+	set_gate(false);
+	rlb_libc()->pthread_create = no_thread;
+	test_clock_advance(DUE_MS);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "h.rlb.test");
+	/* Another name, which the server does not answer: no members
+	 * from the old name's answer. */
+	write_config_srv("", "_other._tcp.rlb.test");
+	test_clock_advance(1100);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "");
+	/* Back: asked afresh, the first answer waited for. */
+	write_config("");
+	test_clock_advance(1100);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "h.rlb.test");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_refresh_keeps_counts_and_last_good),
 		cmocka_unit_test(test_refresh_without_threads_or_resolver),
 		cmocka_unit_test(test_refresh_never_answered_is_eai_again),
+		cmocka_unit_test(test_refresh_reload_new_sources),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
