@@ -132,6 +132,59 @@ int64_t rlb_monotonic_ms(void)
 	return clock_read(CLOCK_MONOTONIC_COARSE, &last_monotonic_ms, 1000000);
 }
 
+/* This thread's operation clock (INT64_MIN: none). */
+static RLB_TLS int64_t op_ms = INT64_MIN;
+/*
+ * The wall clock minus the monotonic one, in ms, as last measured, and
+ * the monotonic time of the next measurement. Threads that measure at
+ * once store offsets a tick apart at most: either will do.
+ */
+static _Atomic int64_t wall_offset_ms, wall_offset_due_ms = INT64_MIN;
+static _Atomic int64_t last_wall_ms; /* clock_read()'s fallback */
+#define WALL_OFFSET_TTL_MS 1000
+
+void rlb_op_clock_begin(int64_t mono_ms)
+{
+	op_ms = mono_ms;
+}
+
+void rlb_op_clock_end(void)
+{
+	op_ms = INT64_MIN;
+}
+
+int64_t rlb_op_monotonic_ms(void)
+{
+	return op_ms != INT64_MIN ? op_ms : rlb_monotonic_ms();
+}
+
+int64_t rlb_op_now(void)
+{
+	int64_t mono = op_ms, off, sum;
+
+	if (mono == INT64_MIN)
+		return rlb_now();
+	if (mono >=
+	    atomic_load_explicit(&wall_offset_due_ms, memory_order_acquire)) {
+		/* Both clocks read now, one after the other: the offset is
+		 * true to a tick. */
+		off = clock_read(CLOCK_REALTIME_COARSE, &last_wall_ms,
+				 1000000) -
+		      rlb_monotonic_ms();
+		atomic_store_explicit(&wall_offset_ms, off,
+				      memory_order_relaxed);
+		atomic_store_explicit(&wall_offset_due_ms,
+				      mono + WALL_OFFSET_TTL_MS,
+				      memory_order_release);
+	} else {
+		off = atomic_load_explicit(&wall_offset_ms,
+					   memory_order_relaxed);
+	}
+	/* Whole seconds, rounded down as time(NULL) is. */
+	sum = mono + off;
+	return sum / 1000 - (sum % 1000 < 0);
+}
+
 /* Scratch buffers cached by this thread (rlb_scratch_take()). */
 #define SCRATCH_SLOTS 2
 static RLB_TLS struct scratch {

@@ -162,6 +162,18 @@ struct rlb_answer_sink {
 					size_t idx,
 					const struct rlb_dns_addr *a);
 	void *ctx;
+	/*
+	 * Optional, for the hot path: the same as address() for literal
+	 * lit of replica idx with port (network order), socktype and
+	 * protocol, so that the sink builds its entry from the snapshot's
+	 * bytes (a sockaddr built here and copied there would be read back
+	 * a few nanoseconds after its stores, the width of one load, not
+	 * of the stores: a failed store forward each time).
+	 */
+	enum rlb_answer_next (*literal)(void *ctx, struct rlb_cluster *c,
+					size_t idx, const struct rlb_addr *lit,
+					uint16_t port, int socktype,
+					int protocol);
 };
 
 /*

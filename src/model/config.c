@@ -80,7 +80,14 @@ void rlb_config_index(struct rlb_config *cfg)
 static bool name_is(const char *cn, const char *name, size_t len)
 {
 	size_t k;
+	unsigned char c0 = (unsigned char)name[0];
 
+	/* Most names differ in the first byte; most queries are lowercase
+	 * already (strncmp stops at cn's end, so reads nothing beyond). */
+	if ((unsigned char)cn[0] != (c0 >= 'A' && c0 <= 'Z' ? c0 + 32 : c0))
+		return false;
+	if (strncmp(cn, name, len) == 0)
+		return cn[len] == '\0';
 	for (k = 0; k < len; k++) {
 		unsigned char ch = (unsigned char)name[k];
 

@@ -117,6 +117,9 @@ void rlb_dnscache_fork_unlock(void);
  */
 void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       const struct sockaddr *sa, socklen_t len);
+/* The same for literal lit of replica i with port (network order). */
+void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
+			       const struct rlb_addr *lit, uint16_t port);
 /*
  * What tracking asks of its owner (runtime.c registers them at start):
  * charge() counts a failure against its replicas; next_address() gives,

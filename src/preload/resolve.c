@@ -61,6 +61,50 @@ static bool append_node(struct rlb_cluster *c, size_t idx, int family,
 	return true;
 }
 
+/*
+ * The hot path's builder: the node of literal lit (port in network
+ * order), written from the snapshot's bytes (see rlb_answer_sink).
+ */
+static enum rlb_answer_next gai_literal(void *ctx, struct rlb_cluster *c,
+					size_t idx, const struct rlb_addr *lit,
+					uint16_t port, int socktype,
+					int protocol)
+{
+	struct addrinfo ***tail = ctx;
+	socklen_t len = lit->family == AF_INET ? sizeof(struct sockaddr_in)
+					       : sizeof(struct sockaddr_in6);
+	struct addrinfo *ai = malloc(sizeof(*ai) + len);
+
+	if (!ai)
+		return RLB_ANSWER_NOMEM;
+	/* Two memsets: one over the whole allocation would be made a
+	 * calloc(), which glibc serves without its thread cache. */
+	memset(ai, 0, sizeof(*ai));
+	memset(ai + 1, 0, len);
+	ai->ai_family = lit->family;
+	ai->ai_socktype = socktype;
+	ai->ai_protocol = protocol;
+	ai->ai_addrlen = len;
+	ai->ai_addr = (struct sockaddr *)(ai + 1);
+	if (lit->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ai->ai_addr;
+
+		in->sin_family = AF_INET;
+		in->sin_port = port;
+		memcpy(&in->sin_addr, lit->bytes, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ai->ai_addr;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = port;
+		memcpy(&in6->sin6_addr, lit->bytes, 16);
+	}
+	rlb_track_handout_literal(c, idx, lit, port);
+	**tail = ai;
+	*tail = &ai->ai_next;
+	return RLB_ANSWER_MORE;
+}
+
 static void free_list(struct addrinfo *ai)
 {
 	while (ai) {
@@ -92,7 +136,8 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 			    const struct addrinfo *hints, struct addrinfo **res)
 {
 	struct addrinfo q = {0}, *head = NULL, **tail = &head;
-	struct rlb_answer_sink sink = {.address = gai_address, .ctx = &tail};
+	struct rlb_answer_sink sink = {
+		.address = gai_address, .literal = gai_literal, .ctx = &tail};
 	const char *canon;
 	int last;
 
@@ -391,7 +436,8 @@ bool rlb_resolve_next_address(struct rlb_config *cfg,
 	struct rlb_cluster *c = failover_cluster(cfg, tried, ntried);
 	struct addrinfo q = {.ai_socktype = SOCK_STREAM};
 	struct next_pick np = {tried, ntried, 0, out, outlen, false};
-	struct rlb_answer_sink sink = {next_skip, next_address, &np};
+	struct rlb_answer_sink sink = {
+		.skip = next_skip, .address = next_address, .ctx = &np};
 	const char *first;
 	char service[8];
 	uint16_t port;

@@ -388,9 +388,8 @@ out:
 
 /* At most one thread at a time, at most once a second, looks for a
  * changed config file; others go on with the snapshot they have. */
-static void maybe_reload(void)
+static void maybe_reload(int64_t now)
 {
-	long long now = rlb_monotonic_ms();
 	bool changed;
 	int saved;
 
@@ -433,6 +432,7 @@ static void refresh_thread_cache(void)
 struct rlb_snapshot *rlb_runtime_acquire(void)
 {
 	unsigned gen;
+	int64_t now;
 	int saved;
 
 	if (!atomic_load_explicit(&init_done, memory_order_acquire)) {
@@ -442,7 +442,8 @@ struct rlb_snapshot *rlb_runtime_acquire(void)
 	}
 	if (disabled)
 		return NULL;
-	maybe_reload();
+	now = rlb_monotonic_ms();
+	maybe_reload(now);
 	gen = atomic_load_explicit(&cfg_gen, memory_order_acquire);
 	if (tls_gen != gen && tls_depth == 0) {
 		saved = errno;
@@ -451,14 +452,16 @@ struct rlb_snapshot *rlb_runtime_acquire(void)
 	}
 	if (!tls_snap)
 		return NULL;
-	tls_depth++;
+	/* The outermost use's reading serves the whole of it. */
+	if (tls_depth++ == 0)
+		rlb_op_clock_begin(now);
 	return tls_snap;
 }
 
 void rlb_runtime_release(struct rlb_snapshot *snap)
 {
-	if (snap && tls_depth > 0)
-		tls_depth--;
+	if (snap && tls_depth > 0 && --tls_depth == 0)
+		rlb_op_clock_end();
 }
 
 void rlb_runtime_charge(const struct rlb_failure *f)
@@ -589,7 +592,7 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 	struct runtime_membership *m;
 	bool first = false, background = false;
 	int saved = errno;
-	int64_t now = rlb_monotonic_ms();
+	int64_t now = rlb_op_monotonic_ms();
 
 	/* Nothing due (or all in flight), and members to answer with. */
 	if (c->nreplicas &&

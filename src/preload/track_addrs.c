@@ -365,17 +365,19 @@ out_unlock:
 	pthread_mutex_unlock(&replace_lock);
 }
 
-void rlb_track_handout(const struct rlb_cluster *c, size_t i,
-		       const struct sockaddr *sa, socklen_t len)
+/*
+ * Record d, which the caller has just built field by field: read here
+ * field by field too (a copy of the whole would load it wider than its
+ * stores, a failed store forward).
+ */
+static inline __attribute__((always_inline)) void
+handout(const struct rlb_cluster *c, size_t i, const struct dest *d)
 {
 	struct addr_table *t;
 	struct addr_slot *s, *hint;
 	uint32_t epoch;
-	struct dest d;
 	bool fresh, ours;
 
-	if (!rlb_addr_to_dest(sa, len, &d))
-		return;
 	if (!atomic_load_explicit(&tables_ready, memory_order_acquire)) {
 		pthread_once(&tables_once, tables_init);
 		atomic_store_explicit(&tables_ready, true,
@@ -398,10 +400,10 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		       SLOT_READY &&
 	       hint->cluster == c->name_hash &&
 	       hint->replica == c->replicas[i].identity;
-	if (ours && rlb_addr_same(&hint->d, &d) && hint->d.port == d.port) {
+	if (ours && rlb_addr_same(&hint->d, d) && hint->d.port == d->port) {
 		s = hint;
 	} else {
-		s = table_slot(t, &d, c->name_hash, c->replicas[i].identity,
+		s = table_slot(t, d, c->name_hash, c->replicas[i].identity,
 			       c->s.connect_timeout_ms, epoch, &fresh);
 		/* A replica with several addresses keeps the hint of its
 		 * first: threads never take turns writing it. */
@@ -452,6 +454,40 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed))
 		atomic_store_explicit(&rlb_addr_active, true,
 				      memory_order_release);
+}
+
+void rlb_track_handout(const struct rlb_cluster *c, size_t i,
+		       const struct sockaddr *sa, socklen_t len)
+{
+	struct dest d;
+
+	if (rlb_addr_to_dest(sa, len, &d))
+		handout(c, i, &d);
+}
+
+void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
+			       const struct rlb_addr *lit, uint16_t port)
+{
+	struct sockaddr_in6 in6;
+	struct dest d;
+
+	if (lit->family == AF_INET) {
+		uint64_t w0 = 0;
+
+		memcpy(&w0, lit->bytes, 4);
+		d.family = AF_INET;
+		d.port = port;
+		d.w[0] = w0;
+		d.w[1] = 0;
+		handout(c, i, &d);
+		return;
+	}
+	/* IPv6 (rare, and v4-mapped ones are unfolded): the general way. */
+	memset(&in6, 0, sizeof(in6));
+	in6.sin6_family = AF_INET6;
+	in6.sin6_port = port;
+	memcpy(&in6.sin6_addr, lit->bytes, 16);
+	rlb_track_handout(c, i, (const struct sockaddr *)&in6, sizeof(in6));
 }
 
 /*

@@ -542,7 +542,8 @@ struct store *rlb_attach_check(const struct rlb_cluster *c)
 				 memory_order_relaxed) &&
 	    rlb_attach_successor_due(h, s))
 		return rlb_attach_now(c);
-	now = rlb_monotonic_ms();
+	/* A gate of once a tick: the operation's reading will do. */
+	now = rlb_op_monotonic_ms();
 	last = atomic_load_explicit(&h->checked_ms, memory_order_relaxed);
 	if (now == last || !atomic_compare_exchange_strong_explicit(
 				   &h->checked_ms, &last, now,

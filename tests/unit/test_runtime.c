@@ -154,6 +154,24 @@ static void test_runtime_snapshot_stable_while_used(void **state)
 	assert_int_equal(policy_in_force(), RLB_POLICY_RANDOM);
 }
 
+/* A use's clock reading serves the whole use, nested ones included. */
+static void test_runtime_use_shares_one_clock_reading(void **state)
+{
+	struct rlb_snapshot *outer, *inner;
+	int64_t at;
+
+	outer = rlb_runtime_acquire();
+	assert_non_null(outer);
+	at = rlb_op_monotonic_ms();
+	test_clock_advance(50);
+	inner = rlb_runtime_acquire();
+	assert_int_equal(rlb_op_monotonic_ms(), at);
+	rlb_runtime_release(inner);
+	assert_int_equal(rlb_op_monotonic_ms(), at);
+	rlb_runtime_release(outer);
+	assert_true(rlb_op_monotonic_ms() >= at + 50);
+}
+
 static void test_runtime_broken_edit_keeps_last_good(void **state)
 {
 	char err[1024];
@@ -297,6 +315,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_disable_passes_through),
 		cmocka_unit_test(test_runtime_loads_and_reloads),
 		cmocka_unit_test(test_runtime_snapshot_stable_while_used),
+		cmocka_unit_test(test_runtime_use_shares_one_clock_reading),
 		cmocka_unit_test(test_runtime_broken_edit_keeps_last_good),
 		cmocka_unit_test(test_runtime_log_target_syslog),
 		cmocka_unit_test(test_runtime_local_hostname_from_config),

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -220,6 +221,72 @@ static int fake_close(int fd)
 	return -1;
 }
 
+/* A clock of the test's own: monotonic and wall ms, and reads counted. */
+static int64_t fake_mono_ms, fake_wall_ms;
+static int fake_wall_reads, fake_mono_reads;
+
+static int fake_clock(clockid_t clock, struct timespec *ts)
+{
+	bool wall = clock == CLOCK_REALTIME_COARSE || clock == CLOCK_REALTIME;
+	int64_t ms = wall ? fake_wall_ms : fake_mono_ms;
+
+	if (wall)
+		fake_wall_reads++;
+	else
+		fake_mono_reads++;
+	ts->tv_sec = ms / 1000;
+	ts->tv_nsec = ms % 1000 * 1000000;
+	return 0;
+}
+
+/*
+ * The operation clock: one reading serves the operation; the wall clock
+ * is derived from it, read again at most once a second, so a step of the
+ * wall clock shows within a second of monotonic time.
+ */
+static void test_util_op_clock_shares_one_reading(void **state)
+{
+	int reads;
+
+	rlb_libc()->now = fake_clock;
+	fake_mono_ms = 5000000;
+	fake_wall_ms = 1700000000500;
+	/* No operation: each call reads. */
+	assert_int_equal(rlb_op_now(), 1700000000);
+	assert_int_equal(rlb_op_monotonic_ms(), 5000000);
+	rlb_op_clock_begin(rlb_monotonic_ms());
+	assert_int_equal(rlb_op_now(), 1700000000);
+	fake_mono_ms += 400; /* the operation's reading stays */
+	reads = fake_mono_reads + fake_wall_reads;
+	assert_int_equal(rlb_op_monotonic_ms(), 5000000);
+	assert_int_equal(rlb_op_now(), 1700000000);
+	assert_int_equal(fake_mono_reads + fake_wall_reads, reads);
+	rlb_op_clock_end();
+	/* The next operation, 600 ms on: wall time derived, no wall read. */
+	fake_mono_ms += 200;
+	fake_wall_ms += 600;
+	rlb_op_clock_begin(rlb_monotonic_ms());
+	reads = fake_wall_reads;
+	assert_int_equal(rlb_op_now(), 1700000001);
+	assert_int_equal(fake_wall_reads, reads);
+	rlb_op_clock_end();
+	/* The wall clock steps an hour; within the second it is not seen,
+	 * after it, it is. */
+	fake_wall_ms += 3600 * 1000;
+	fake_mono_ms += 100;
+	fake_wall_ms += 100;
+	rlb_op_clock_begin(rlb_monotonic_ms());
+	assert_int_equal(rlb_op_now(), 1700000001);
+	rlb_op_clock_end();
+	fake_mono_ms += 1000;
+	fake_wall_ms += 1000;
+	rlb_op_clock_begin(rlb_monotonic_ms());
+	assert_int_equal(rlb_op_now(), 1700000002 + 3600);
+	rlb_op_clock_end();
+	assert_int_equal(rlb_op_now(), 1700000002 + 3600);
+	rlb_libc_reset();
+}
+
 /* Tests replace seam entries; one call puts every one back. */
 static void test_util_libc_reset_restores_the_bound_functions(void **state)
 {
@@ -238,6 +305,7 @@ int main(void)
 		cmocka_unit_test(
 			test_util_libc_reset_restores_the_bound_functions),
 		cmocka_unit_test(test_util_hash_never_reserved),
+		cmocka_unit_test(test_util_op_clock_shares_one_reading),
 		cmocka_unit_test(test_util_random_spread),
 		cmocka_unit_test(test_util_random_reseeded_after_fork),
 		cmocka_unit_test(test_util_random_source_scripts_draws),
