@@ -107,6 +107,8 @@ uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed);
  * rlb_util_after_fork_child()).
  */
 uint32_t rlb_random_u32(void);
+/* n draws into out[], the same as n calls of rlb_random_u32(). */
+void rlb_random_fill(uint32_t *out, size_t n);
 void rlb_util_after_fork_child(void);
 
 /*

@@ -65,6 +65,15 @@ static void rng_seed(unsigned generation)
 	errno = saved;
 }
 
+/* xorshift64* */
+static inline uint32_t xorshift_next(uint64_t *x)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return (uint32_t)((*x * 0x2545f4914f6cdd1dULL) >> 32);
+}
+
 uint32_t rlb_random_u32(void)
 {
 	unsigned gen =
@@ -75,11 +84,27 @@ uint32_t rlb_random_u32(void)
 		return rng_source(rng_source_arg);
 	if (rng_generation != gen)
 		rng_seed(gen);
-	/* xorshift64* */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return (uint32_t)((rng_state * 0x2545f4914f6cdd1dULL) >> 32);
+	return xorshift_next(&rng_state);
+}
+
+void rlb_random_fill(uint32_t *out, size_t n)
+{
+	unsigned gen =
+		atomic_load_explicit(&fork_generation, memory_order_relaxed) +
+		1;
+	uint64_t x;
+
+	if (rng_source) {
+		for (size_t i = 0; i < n; i++)
+			out[i] = rng_source(rng_source_arg);
+		return;
+	}
+	if (rng_generation != gen)
+		rng_seed(gen);
+	x = rng_state;
+	for (size_t i = 0; i < n; i++)
+		out[i] = xorshift_next(&x);
+	rng_state = x;
 }
 
 void rlb_random_set_source(uint32_t (*fn)(void *arg), void *arg)

@@ -14,6 +14,8 @@
 #define RADIX_MIN 64
 /* Bits of the random tiebreak in a packed key. */
 #define RANDOM_BITS 32
+/* Draws taken from the generator at a time. */
+#define RANDOM_BATCH 64
 /* From this many packed keys, sort_packed() buckets by the top bits
  * first, into at most 2^MSD_MAX_BITS buckets. */
 #define MSD_MIN	     128
@@ -454,20 +456,48 @@ static bool select_packed(const struct rlb_cluster *c,
 			  uint64_t *a)
 {
 	struct range e, d, p, q;
-	unsigned we, wd, wp, wq, wpos = bit_width(n - 1);
-	uint64_t *sorted;
+	unsigned we, wd, wp, wq, wpos = bit_width(n - 1), wkey;
+	uint64_t *sorted, differ = 0;
+	int64_t prio0 = c->replicas[0].priority;
+	uint32_t draws[RANDOM_BATCH];
 
+	/*
+	 * A healthy cluster (no errors beyond the ignored ones, no
+	 * slowdowns, one config priority: nearly every selection) is ordered
+	 * by the policy's priority and the draw alone: one pass to tell.
+	 */
+	range_init(&q);
+	for (size_t i = 0; i < n; i++) {
+		differ |= (sel->errors[i] > ignored) | sel->slowdowns[i] |
+			  (uint64_t)(c->replicas[i].priority ^ prio0);
+		range_add(&q, ord64(sel->policy_prio[i]));
+	}
+	if (!differ) {
+		wq = range_bits(&q);
+		if (wq + RANDOM_BITS + wpos > 64)
+			return false;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v = ord64(sel->policy_prio[i]) - q.min;
+
+			if (i % RANDOM_BATCH == 0)
+				rlb_random_fill(draws, n - i < RANDOM_BATCH
+							       ? n - i
+							       : RANDOM_BATCH);
+			v = v << RANDOM_BITS | draws[i % RANDOM_BATCH];
+			a[i] = shl(v, wpos) | i;
+		}
+		wkey = wq + RANDOM_BITS + wpos;
+		goto sort;
+	}
 	range_init(&e);
 	range_init(&d);
 	range_init(&p);
-	range_init(&q);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t err = sel->errors[i];
 
 		range_add(&e, err > ignored ? err - ignored : 0);
 		range_add(&d, sel->slowdowns[i]);
 		range_add(&p, ord64(c->replicas[i].priority));
-		range_add(&q, ord64(sel->policy_prio[i]));
 	}
 	we = range_bits(&e);
 	wd = range_bits(&d);
@@ -482,11 +512,16 @@ static bool select_packed(const struct rlb_cluster *c,
 		v = shl(v, wd) | (sel->slowdowns[i] - d.min);
 		v = shl(v, wp) | (ord64(c->replicas[i].priority) - p.min);
 		v = shl(v, wq) | (ord64(sel->policy_prio[i]) - q.min);
-		v = v << RANDOM_BITS | rlb_random_u32();
+		if (i % RANDOM_BATCH == 0)
+			rlb_random_fill(draws, n - i < RANDOM_BATCH
+						       ? n - i
+						       : RANDOM_BATCH);
+		v = v << RANDOM_BITS | draws[i % RANDOM_BATCH];
 		a[i] = shl(v, wpos) | i;
 	}
-	sorted = sort_packed(a, a + n, n, wpos,
-			     we + wd + wp + wq + RANDOM_BITS + wpos);
+	wkey = we + wd + wp + wq + RANDOM_BITS + wpos;
+sort:
+	sorted = sort_packed(a, a + n, n, wpos, wkey);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
 	return true;
@@ -564,19 +599,16 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 
 	if (n == 0)
 		return;
-	if (!peek)
-		rlb_health_decay(c, now);
 	ignored = c->s.max_ignored_errors > 0
 			  ? (uint64_t)c->s.max_ignored_errors
 			  : 0;
+	rlb_health_select_counts(c, n, now, peek, sel->errors, sel->slowdowns);
 	/* Only round_robin selections consume a turn of the counter. */
 	if (rlb_policy_uses_counter(c->s.load_balancing))
 		rr_last =
 			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
 			c->nreplicas;
-	rlb_health_counts_all(c, n, now, peek, sel->errors, sel->slowdowns);
-	for (size_t i = 0; i < n; i++)
-		sel->policy_prio[i] = rlb_policy_priority(c, i, rr_last);
+	rlb_policy_priorities(c, rr_last, sel->policy_prio, n);
 	if (n > STACK_KEYS) {
 		keys = n <= UINT32_MAX
 			       ? rlb_scratch_take(n * sizeof(*keys), &cap)

@@ -56,6 +56,9 @@ int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
  */
 int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 			    uint64_t rr_last);
+/* The same for replicas 0..n-1 (n <= c->nreplicas) into out[]. */
+void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
+			   int64_t *out, size_t n);
 
 /* ------------------------------------------------------------------ */
 /* config.c */

@@ -311,3 +311,47 @@ int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 		return 0;
 	}
 }
+
+void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
+			   int64_t *out, size_t n)
+{
+	uint64_t nr = c->nreplicas, l;
+
+	if (n > nr)
+		n = nr;
+	if (n == 0)
+		return;
+	switch (c->s.load_balancing) {
+	case RLB_POLICY_RANDOM:
+		memset(out, 0, n * sizeof(*out));
+		return;
+	case RLB_POLICY_NEAREST_HOSTNAME:
+	case RLB_POLICY_LEVENSHTEIN:
+	case RLB_POLICY_LCP:
+	case RLB_POLICY_LCS:
+		if (c->host_prio)
+			memcpy(out, c->host_prio, n * sizeof(*out));
+		else
+			memset(out, 0, n * sizeof(*out));
+		return;
+	case RLB_POLICY_IN_ORDER:
+		for (size_t i = 0; i < n; i++)
+			out[i] = (int64_t)i;
+		return;
+	case RLB_POLICY_ROUND_ROBIN:
+		/* (i - L - 1) mod N: N - 1 - L for i = 0, then up by one,
+		 * wrapping to 0 after N - 1. */
+		l = rr_last < nr ? rr_last : rr_last % nr;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v = i + nr - 1 - l;
+
+			out[i] = (int64_t)(v >= nr ? v - nr : v);
+		}
+		return;
+	case RLB_POLICY_FIRST_OR_RANDOM:
+	default:
+		for (size_t i = 0; i < n; i++)
+			out[i] = rlb_policy_priority(c, i, rr_last);
+		return;
+	}
+}

@@ -74,19 +74,10 @@ static struct health_slot *reclaim(const struct rlb_cluster *c, struct store *s,
 	return NULL;
 }
 
-/* Replica i's slot in s, checked to still hold its identity (one load). */
-static struct health_slot *slot_of(const struct rlb_cluster *c, struct store *s,
-				   size_t i)
+/* slot_of() when the slot replica i had is not its own any more. */
+static struct health_slot *slot_moved(const struct rlb_cluster *c,
+				      struct store *s, size_t i)
 {
-	uint32_t idx;
-
-	if (!s || i >= s->nreplicas || i >= c->nreplicas)
-		return NULL;
-	idx = atomic_load_explicit(&s->slot[i], memory_order_relaxed);
-	if (idx < s->nslots && atomic_load_explicit(&s->map->slots[idx].key,
-						    memory_order_acquire) ==
-				       c->replicas[i].identity)
-		return &s->map->slots[idx];
 	if (s->readonly) {
 		long found = rlb_table_find(s->map, s->nslots,
 					    c->replicas[i].identity);
@@ -96,9 +87,27 @@ static struct health_slot *slot_of(const struct rlb_cluster *c, struct store *s,
 	return reclaim(c, s, i);
 }
 
-void rlb_health_decay(struct rlb_cluster *c, int64_t now)
+/* Replica i's slot in s, checked to still hold its identity (one load). */
+static inline struct health_slot *slot_of(const struct rlb_cluster *c,
+					  struct store *s, size_t i)
 {
-	struct store *s = rlb_attach_check(c);
+	uint32_t idx;
+
+	if (!s || i >= s->nreplicas || i >= c->nreplicas)
+		return NULL;
+	idx = atomic_load_explicit(&s->slot[i], memory_order_relaxed);
+	if (__builtin_expect(idx < s->nslots, 1) &&
+	    __builtin_expect(atomic_load_explicit(&s->map->slots[idx].key,
+						  memory_order_acquire) ==
+				     c->replicas[i].identity,
+			     1))
+		return &s->map->slots[idx];
+	return slot_moved(c, s, i);
+}
+
+/* The decay of a selection at `now` on store s (see rlb_health_decay()). */
+static void decay_store(struct rlb_cluster *c, struct store *s, int64_t now)
+{
 	int64_t t;
 	unsigned k;
 
@@ -132,6 +141,11 @@ void rlb_health_decay(struct rlb_cluster *c, int64_t now)
 	}
 }
 
+void rlb_health_decay(struct rlb_cluster *c, int64_t now)
+{
+	decay_store(c, rlb_attach_check(c), now);
+}
+
 /* T of store s (0 if unset or none). */
 static int64_t decay_time_of(const struct store *s)
 {
@@ -154,11 +168,16 @@ void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
 	*slowdowns = slot ? shift_errors(atomic_load(&slot->slowdowns), k) : 0;
 }
 
-void rlb_health_counts_all(const struct rlb_cluster *c, size_t n, int64_t now,
-			   bool decayed, uint64_t *errors, uint64_t *slowdowns)
+void rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
+			      bool peek, uint64_t *errors, uint64_t *slowdowns)
 {
-	struct store *s = decayed ? rlb_attach_check(c) : rlb_attach_now(c);
-	unsigned k = decayed ? decay_shift(c, decay_time_of(s), now) : 0;
+	struct store *s = rlb_attach_check(c);
+	unsigned k = 0;
+
+	if (peek)
+		k = decay_shift(c, decay_time_of(s), now);
+	else
+		decay_store(c, s, now);
 
 	for (size_t i = 0; i < n; i++) {
 		struct health_slot *slot = slot_of(c, s, i);

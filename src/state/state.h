@@ -76,11 +76,14 @@ int64_t rlb_health_decay_time(const struct rlb_cluster *c);
 void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
 		       bool decayed, uint64_t *errors, uint64_t *slowdowns);
 /*
- * The counts of replicas 0..n-1 into errors[] and slowdowns[], as n calls
- * of rlb_health_counts() give them, with one look at the state for all.
+ * What a selection at `now` reads (design.md §5): the decay first, as
+ * rlb_health_decay() (peek: nothing written, the counts decayed as the
+ * next selection would see them instead), then the counts of replicas
+ * 0..n-1 into errors[] and slowdowns[], with one look at the state for
+ * all.
  */
-void rlb_health_counts_all(const struct rlb_cluster *c, size_t n, int64_t now,
-			   bool decayed, uint64_t *errors, uint64_t *slowdowns);
+void rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
+			      bool peek, uint64_t *errors, uint64_t *slowdowns);
 /* Replica i's slowdown count, as rlb_health_errors() gives errors. */
 uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,
 			      int64_t now, bool decayed);

@@ -618,6 +618,37 @@ static void test_policy_priority_round_robin_rotation(void **state)
 	}
 }
 
+/* The batch gives what the call per replica gives, for every policy. */
+static void test_policy_priorities_match_one_by_one(void **state)
+{
+	static const char *const hosts[] = {
+		"ch-1.dc1.example.net", "ch-2.dc2.example.net",
+		"ch-1.dc2.example.net", "other.example.org", "ch-2.dc1.x"};
+
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		for (size_t n = 1; n <= 5; n++) {
+			struct fx *f = fx_cluster_local(
+				rlb_policy_name((enum rlb_policy)p), n, hosts,
+				"ch-2.dc1.example.net");
+			int64_t out[5];
+
+			for (uint64_t l = 0; l < 2 * n + 1; l++) {
+				memset(out, 0x5a, sizeof(out));
+				rlb_policy_priorities(f->c, l, out, n);
+				for (size_t i = 0; i < n; i++)
+					assert_int_equal(out[i],
+							 rlb_policy_priority(
+								 f->c, i, l));
+				/* Nothing past n is written. */
+				for (size_t i = n; i < 5; i++)
+					assert_int_equal(out[i],
+							 0x5a5a5a5a5a5a5a5a);
+			}
+			fx_free(f);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -640,6 +671,7 @@ int main(void)
 		cmocka_unit_test(test_policy_priority_first_or_random),
 		cmocka_unit_test(test_policy_priority_round_robin_vectors),
 		cmocka_unit_test(test_policy_priority_round_robin_rotation),
+		cmocka_unit_test(test_policy_priorities_match_one_by_one),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, fx_group_teardown);

@@ -1087,6 +1087,36 @@ static void test_select_many_replicas(void **state)
 }
 
 /*
+ * A healthy cluster is ordered by its draws alone, replica i taking the
+ * i-th draw across the generator's batches of 64 (random, 200 replicas:
+ * draw i is a permutation of 0..199 scaled, so the order is its inverse);
+ * with one erroring replica, the same draws, that replica last.
+ */
+static void test_select_healthy_draws_in_index_order(void **state)
+{
+	size_t n = 200;
+	struct fx_spec spec = {.policy = "random", .n = n};
+	uint32_t draws[200], want[200], want_err[200];
+	struct fx *f = fx_new(&spec);
+	size_t pos = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t rank = (uint32_t)(i * 77 % n); /* 77 is prime to 200 */
+
+		draws[i] = rank * 20000000u;
+		want[rank] = (uint32_t)i;
+	}
+	select_drawn(f, draws, want, "healthy, 200 replicas");
+	for (size_t k = 0; k < n; k++)
+		if (want[k] != 130)
+			want_err[pos++] = want[k];
+	want_err[pos] = 130;
+	add_errors(f->c, 130, 1);
+	select_drawn(f, draws, want_err, "one erroring, 200 replicas");
+	fx_free(f);
+}
+
+/*
  * Whatever the sort path (packed radix, or the comparison sort when the
  * fields span more than 64 bits), a selection over many replicas is a
  * permutation ordered by (effective errors, priority, policy priority).
@@ -1255,6 +1285,7 @@ int main(void)
 		cmocka_unit_test(test_select_hostname_vectors),
 		cmocka_unit_test(test_select_hostname_ties),
 		cmocka_unit_test(test_select_many_replicas),
+		cmocka_unit_test(test_select_healthy_draws_in_index_order),
 		cmocka_unit_test(test_select_many_replicas_mixed_keys),
 		cmocka_unit_test(test_select_many_ties_uniform),
 		cmocka_unit_test(test_select_round_robin_stack_boundary),

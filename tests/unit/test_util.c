@@ -99,6 +99,26 @@ static void test_util_random_source_scripts_draws(void **state)
 		     after[3] == 7);
 }
 
+/* A batch of draws is that many single draws, in order. */
+static void test_util_random_fill_is_single_draws(void **state)
+{
+	static const uint32_t v[] = {5, 1, 9, 2, 8};
+	struct script s = {v, 5, 0};
+	uint32_t out[7] = {0};
+
+	rlb_random_set_source(script_next, &s);
+	rlb_random_fill(out, 7);
+	rlb_random_set_source(NULL, NULL);
+	assert_int_equal(s.next, 7);
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(out[i], v[i % 5]);
+	/* The generator: draws that differ, the state moved on. */
+	rlb_random_fill(out, 4);
+	out[4] = rlb_random_u32();
+	assert_false(out[0] == out[1] && out[1] == out[2] && out[2] == out[3] &&
+		     out[3] == out[4]);
+}
+
 static uint32_t always_zero(void *arg)
 {
 	return 0;
@@ -191,7 +211,7 @@ static void test_util_log_prefix_and_levels(void **state)
 
 static void test_util_log_level_names(void **state)
 {
-	enum rlb_log_level l;
+	enum rlb_log_level l = RLB_LOG_ERROR; /* not what is parsed */
 
 	assert_int_equal(rlb_log_level_parse("debug", &l), 0);
 	assert_int_equal(l, RLB_LOG_DEBUG);
@@ -309,6 +329,7 @@ int main(void)
 		cmocka_unit_test(test_util_random_spread),
 		cmocka_unit_test(test_util_random_reseeded_after_fork),
 		cmocka_unit_test(test_util_random_source_scripts_draws),
+		cmocka_unit_test(test_util_random_fill_is_single_draws),
 		cmocka_unit_test(test_util_random_source_per_thread),
 		cmocka_unit_test(test_util_ascii_lower),
 		cmocka_unit_test(test_util_diag_collects),
