@@ -446,6 +446,15 @@ void rlb_select_sort(struct rlb_select_key *keys, size_t n)
 	intro_sort(keys, n);
 }
 
+/* Replica i's draw of n, from draws[], refilled every RANDOM_BATCH. */
+static inline uint32_t draw(uint32_t *draws, size_t i, size_t n)
+{
+	if (i % RANDOM_BATCH == 0)
+		rlb_random_fill(draws,
+				n - i < RANDOM_BATCH ? n - i : RANDOM_BATCH);
+	return draws[i % RANDOM_BATCH];
+}
+
 /*
  * Selection over many replicas: the packed key built straight from the
  * per-replica values already in sel (index = position, so the order is
@@ -479,11 +488,7 @@ static bool select_packed(const struct rlb_cluster *c,
 		for (size_t i = 0; i < n; i++) {
 			uint64_t v = ord64(sel->policy_prio[i]) - q.min;
 
-			if (i % RANDOM_BATCH == 0)
-				rlb_random_fill(draws, n - i < RANDOM_BATCH
-							       ? n - i
-							       : RANDOM_BATCH);
-			v = v << RANDOM_BITS | draws[i % RANDOM_BATCH];
+			v = v << RANDOM_BITS | draw(draws, i, n);
 			a[i] = shl(v, wpos) | i;
 		}
 		wkey = wq + RANDOM_BITS + wpos;
@@ -512,11 +517,7 @@ static bool select_packed(const struct rlb_cluster *c,
 		v = shl(v, wd) | (sel->slowdowns[i] - d.min);
 		v = shl(v, wp) | (ord64(c->replicas[i].priority) - p.min);
 		v = shl(v, wq) | (ord64(sel->policy_prio[i]) - q.min);
-		if (i % RANDOM_BATCH == 0)
-			rlb_random_fill(draws, n - i < RANDOM_BATCH
-						       ? n - i
-						       : RANDOM_BATCH);
-		v = v << RANDOM_BITS | draws[i % RANDOM_BATCH];
+		v = v << RANDOM_BITS | draw(draws, i, n);
 		a[i] = shl(v, wpos) | i;
 	}
 	wkey = we + wd + wp + wq + RANDOM_BITS + wpos;
