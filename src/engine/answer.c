@@ -331,37 +331,44 @@ static int literal_addrs(struct rlb_cluster *c, size_t idx,
 {
 	const struct rlb_replica *r = &c->replicas[idx];
 	uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
+	/*
+	 * Copies: for all the compiler knows, each call of the sink could
+	 * change what these pointers reach, and it would load them again
+	 * after every call.
+	 */
+	const struct rlb_addr *lits = r->literal;
+	const size_t nlit = r->nliteral, ntypes = lq->ntypes;
+	const int family = lq->family;
+	enum rlb_answer_next (*literal)(void *, struct rlb_cluster *, size_t,
+					const struct rlb_addr *, uint16_t, int,
+					int) = sink->literal;
+	void *ctx = sink->ctx;
+	enum rlb_answer_next nx = RLB_ANSWER_MORE;
 	struct rlb_dns_addr a;
 	int added = 0;
 
-	*next = RLB_ANSWER_MORE;
-	for (size_t k = 0; k < r->nliteral; k++) {
-		const struct rlb_addr *lit = &r->literal[k];
+	for (size_t k = 0; k < nlit && nx == RLB_ANSWER_MORE; k++) {
+		const struct rlb_addr *lit = &lits[k];
 
-		if (lq->family != AF_UNSPEC && lq->family != lit->family)
+		if (family != AF_UNSPEC && family != lit->family)
 			continue;
-		if (sink->literal) {
-			for (size_t t = 0; t < lq->ntypes; t++) {
-				added++;
-				*next = sink->literal(sink->ctx, c, idx, lit,
-						      port, lq->socktype[t],
-						      lq->protocol[t]);
-				if (*next != RLB_ANSWER_MORE)
-					return 0;
-			}
-			continue;
+		if (!literal) {
+			a.family = lit->family;
+			a.addrlen = literal_sockaddr(lit, port, &a.addr);
 		}
-		a.family = lit->family;
-		a.addrlen = literal_sockaddr(lit, port, &a.addr);
-		for (size_t t = 0; t < lq->ntypes; t++) {
-			a.socktype = lq->socktype[t];
-			a.protocol = lq->protocol[t];
+		for (size_t t = 0; t < ntypes && nx == RLB_ANSWER_MORE; t++) {
 			added++;
-			*next = sink->address(sink->ctx, c, idx, &a);
-			if (*next != RLB_ANSWER_MORE)
-				return 0;
+			if (literal) {
+				nx = literal(ctx, c, idx, lit, port,
+					     lq->socktype[t], lq->protocol[t]);
+			} else {
+				a.socktype = lq->socktype[t];
+				a.protocol = lq->protocol[t];
+				nx = sink->address(ctx, c, idx, &a);
+			}
 		}
 	}
+	*next = nx;
 	return added ? 0 : EAI_ADDRFAMILY;
 }
 

@@ -462,25 +462,21 @@ static inline uint32_t draw(uint32_t *draws, size_t i, size_t n)
  */
 static bool select_packed(const struct rlb_cluster *c,
 			  struct rlb_selection *sel, size_t n, uint64_t ignored,
-			  uint64_t *a)
+			  bool counts_decide, struct range q, uint64_t *a)
 {
-	struct range e, d, p, q;
+	struct range e, d, p;
 	unsigned we, wd, wp, wq, wpos = bit_width(n - 1), wkey;
-	uint64_t *sorted, differ = 0;
+	uint64_t *sorted, differ = counts_decide;
 	int64_t prio0 = c->replicas[0].priority;
 	uint32_t draws[RANDOM_BATCH];
 
 	/*
 	 * A healthy cluster (no errors beyond the ignored ones, no
 	 * slowdowns, one config priority: nearly every selection) is ordered
-	 * by the policy's priority and the draw alone: one pass to tell.
+	 * by the policy's priority and the draw alone.
 	 */
-	range_init(&q);
-	for (size_t i = 0; i < n; i++) {
-		differ |= (sel->errors[i] > ignored) | sel->slowdowns[i] |
-			  (uint64_t)(c->replicas[i].priority ^ prio0);
-		range_add(&q, ord64(sel->policy_prio[i]));
-	}
+	for (size_t i = 0; i < n && !differ; i++)
+		differ |= (uint64_t)(c->replicas[i].priority ^ prio0);
 	if (!differ) {
 		wq = range_bits(&q);
 		if (wq + RANDOM_BITS + wpos > 64)
@@ -597,19 +593,25 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 	size_t n = c->nreplicas < sel->n ? c->nreplicas : sel->n;
 	uint64_t ignored, rr_last = 0;
 	size_t cap = 0;
+	int64_t pmin, pmax;
+	struct range q; /* of the policy priorities */
+	bool counts_decide;
 
 	if (n == 0)
 		return;
 	ignored = c->s.max_ignored_errors > 0
 			  ? (uint64_t)c->s.max_ignored_errors
 			  : 0;
-	rlb_health_select_counts(c, n, now, peek, sel->errors, sel->slowdowns);
+	counts_decide = !rlb_health_select_counts(c, n, now, peek, sel->errors,
+						  sel->slowdowns);
 	/* Only round_robin selections consume a turn of the counter. */
 	if (rlb_policy_uses_counter(c->s.load_balancing))
 		rr_last =
 			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
 			c->nreplicas;
-	rlb_policy_priorities(c, rr_last, sel->policy_prio, n);
+	rlb_policy_priorities(c, rr_last, sel->policy_prio, n, &pmin, &pmax);
+	q.min = ord64(pmin);
+	q.max = ord64(pmax);
 	if (n > STACK_KEYS) {
 		keys = n <= UINT32_MAX
 			       ? rlb_scratch_take(n * sizeof(*keys), &cap)
@@ -623,7 +625,8 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 	}
 	_Static_assert(sizeof(struct rlb_select_key) >= 2 * sizeof(uint64_t),
 		       "the keys' room holds two packed keys per replica");
-	if (select_packed(c, sel, n, ignored, (uint64_t *)keys))
+	if (select_packed(c, sel, n, ignored, counts_decide, q,
+			  (uint64_t *)keys))
 		goto out_keys;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t err = sel->errors[i];

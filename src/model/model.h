@@ -56,9 +56,13 @@ int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
  */
 int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 			    uint64_t rr_last);
-/* The same for replicas 0..n-1 (n <= c->nreplicas) into out[]. */
+/*
+ * The same for replicas 0..n-1 (n <= c->nreplicas) into out[], and the
+ * smallest and largest of them into *min and *max (the selection packs
+ * keys by their range; it need not read them back).
+ */
 void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
-			   int64_t *out, size_t n);
+			   int64_t *out, size_t n, int64_t *min, int64_t *max);
 
 /* ------------------------------------------------------------------ */
 /* config.c */

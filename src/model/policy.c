@@ -312,31 +312,37 @@ int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 	}
 }
 
+/* The smallest and largest of v[0..n) into *min and *max. */
+static void range_of(const int64_t *v, size_t n, int64_t *min, int64_t *max)
+{
+	*min = INT64_MAX;
+	*max = INT64_MIN;
+	for (size_t i = 0; i < n; i++) {
+		*min = v[i] < *min ? v[i] : *min;
+		*max = v[i] > *max ? v[i] : *max;
+	}
+}
+
 void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
-			   int64_t *out, size_t n)
+			   int64_t *out, size_t n, int64_t *min, int64_t *max)
 {
 	uint64_t nr = c->nreplicas, l;
 
 	if (n > nr)
 		n = nr;
+	*min = *max = 0;
 	if (n == 0)
 		return;
+	/* The ranges come from the sources, not from out[]: read back so
+	 * soon after its stores, it would cost more than it computes. */
 	switch (c->s.load_balancing) {
 	case RLB_POLICY_RANDOM:
 		memset(out, 0, n * sizeof(*out));
 		return;
-	case RLB_POLICY_NEAREST_HOSTNAME:
-	case RLB_POLICY_LEVENSHTEIN:
-	case RLB_POLICY_LCP:
-	case RLB_POLICY_LCS:
-		if (c->host_prio)
-			memcpy(out, c->host_prio, n * sizeof(*out));
-		else
-			memset(out, 0, n * sizeof(*out));
-		return;
 	case RLB_POLICY_IN_ORDER:
 		for (size_t i = 0; i < n; i++)
 			out[i] = (int64_t)i;
+		*max = (int64_t)n - 1;
 		return;
 	case RLB_POLICY_ROUND_ROBIN:
 		/* (i - L - 1) mod N: N - 1 - L for i = 0, then up by one,
@@ -347,11 +353,28 @@ void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
 
 			out[i] = (int64_t)(v >= nr ? v - nr : v);
 		}
+		/* All of them: a permutation of 0 .. N - 1. */
+		if (n == nr)
+			*max = (int64_t)n - 1;
+		else
+			range_of(out, n, min, max);
+		return;
+	case RLB_POLICY_NEAREST_HOSTNAME:
+	case RLB_POLICY_LEVENSHTEIN:
+	case RLB_POLICY_LCP:
+	case RLB_POLICY_LCS:
+		if (!c->host_prio) {
+			memset(out, 0, n * sizeof(*out));
+			return;
+		}
+		memcpy(out, c->host_prio, n * sizeof(*out));
+		range_of(c->host_prio, n, min, max);
 		return;
 	case RLB_POLICY_FIRST_OR_RANDOM:
 	default:
 		for (size_t i = 0; i < n; i++)
 			out[i] = rlb_policy_priority(c, i, rr_last);
+		range_of(out, n, min, max);
 		return;
 	}
 }

@@ -168,10 +168,14 @@ void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
 	*slowdowns = slot ? shift_errors(atomic_load(&slot->slowdowns), k) : 0;
 }
 
-void rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
+bool rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
 			      bool peek, uint64_t *errors, uint64_t *slowdowns)
 {
 	struct store *s = rlb_attach_check(c);
+	uint64_t ignored = c->s.max_ignored_errors > 0
+				   ? (uint64_t)c->s.max_ignored_errors
+				   : 0;
+	uint64_t max_errors = 0, any_slowdowns = 0;
 	unsigned k = 0;
 
 	if (peek)
@@ -181,13 +185,18 @@ void rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
 
 	for (size_t i = 0; i < n; i++) {
 		struct health_slot *slot = slot_of(c, s, i);
-
-		errors[i] =
+		uint64_t e =
 			slot ? shift_errors(atomic_load(&slot->errors), k) : 0;
-		slowdowns[i] =
+		uint64_t sd =
 			slot ? shift_errors(atomic_load(&slot->slowdowns), k)
 			     : 0;
+
+		errors[i] = e;
+		slowdowns[i] = sd;
+		max_errors = e > max_errors ? e : max_errors;
+		any_slowdowns |= sd;
 	}
+	return max_errors <= ignored && !any_slowdowns;
 }
 
 uint64_t rlb_health_errors(const struct rlb_cluster *c, size_t i, int64_t now,

@@ -80,9 +80,10 @@ void rlb_health_counts(const struct rlb_cluster *c, size_t i, int64_t now,
  * rlb_health_decay() (peek: nothing written, the counts decayed as the
  * next selection would see them instead), then the counts of replicas
  * 0..n-1 into errors[] and slowdowns[], with one look at the state for
- * all.
+ * all. True when the counts decide nothing: no replica has more errors
+ * than max_ignored_errors, none has slowdowns.
  */
-void rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
+bool rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
 			      bool peek, uint64_t *errors, uint64_t *slowdowns);
 /* Replica i's slowdown count, as rlb_health_errors() gives errors. */
 uint64_t rlb_health_slowdowns(const struct rlb_cluster *c, size_t i,

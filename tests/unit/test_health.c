@@ -423,6 +423,42 @@ static void test_health_slowdowns_decay_uncapped(void **state)
 	cfg_free(cfg);
 }
 
+/*
+ * A selection's read: the counts, decayed as the selection decays, and
+ * whether they decide anything (errors beyond max_ignored_errors, or
+ * slowdowns).
+ */
+static void test_health_select_counts_say_when_they_decide(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	uint64_t e[2], sd[2];
+
+	c->s.half_life = 10;
+	c->s.error_cap = 100;
+	c->s.max_ignored_errors = 2;
+	assert_true(rlb_health_select_counts(c, 2, 1000, false, e, sd));
+	assert_int_equal(e[0] + e[1] + sd[0] + sd[1], 0);
+	add_errors(c, 1, 2);
+	assert_true(rlb_health_select_counts(c, 2, 1000, false, e, sd));
+	assert_int_equal(e[1], 2);
+	add_errors(c, 1, 2);
+	assert_false(rlb_health_select_counts(c, 2, 1000, false, e, sd));
+	assert_int_equal(e[1], 4);
+	/* A peek sees the decay to come (4 -> 2, within the ignored). */
+	assert_true(rlb_health_select_counts(c, 2, 1010, true, e, sd));
+	assert_int_equal(e[1], 2);
+	assert_int_equal(rlb_health_errors(c, 1, 1010, false), 4);
+	/* A selection makes it. */
+	assert_true(rlb_health_select_counts(c, 2, 1010, false, e, sd));
+	assert_int_equal(rlb_health_errors(c, 1, 1010, false), 2);
+	rlb_health_add_slowdowns(c, 0, 1, 1010);
+	assert_false(rlb_health_select_counts(c, 2, 1010, false, e, sd));
+	assert_int_equal(sd[0], 1);
+	cfg_free(cfg);
+}
+
 static void test_health_tv25_zero_half_life(void **state)
 {
 	struct fixture *f = *state;
@@ -2138,6 +2174,7 @@ int main(void)
 		T(test_health_decay_shifts_replicas_not_known_here),
 		T(test_health_zero_half_life_adds_accumulate),
 		T(test_health_slowdowns_decay_uncapped),
+		T(test_health_select_counts_say_when_they_decide),
 		T(test_health_sized_to_cluster),
 		T(test_health_attached_at_first_use),
 		T(test_health_grows_when_reload_adds_replicas),

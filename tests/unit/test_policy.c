@@ -630,15 +630,24 @@ static void test_policy_priorities_match_one_by_one(void **state)
 			struct fx *f = fx_cluster_local(
 				rlb_policy_name((enum rlb_policy)p), n, hosts,
 				"ch-2.dc1.example.net");
-			int64_t out[5];
+			int64_t out[5], min, max, lo, hi;
 
 			for (uint64_t l = 0; l < 2 * n + 1; l++) {
 				memset(out, 0x5a, sizeof(out));
-				rlb_policy_priorities(f->c, l, out, n);
-				for (size_t i = 0; i < n; i++)
+				rlb_policy_priorities(f->c, l, out, n, &min,
+						      &max);
+				lo = INT64_MAX;
+				hi = INT64_MIN;
+				for (size_t i = 0; i < n; i++) {
 					assert_int_equal(out[i],
 							 rlb_policy_priority(
 								 f->c, i, l));
+					lo = out[i] < lo ? out[i] : lo;
+					hi = out[i] > hi ? out[i] : hi;
+				}
+				/* Its range, too. */
+				assert_int_equal(min, lo);
+				assert_int_equal(max, hi);
 				/* Nothing past n is written. */
 				for (size_t i = n; i < 5; i++)
 					assert_int_equal(out[i],
