@@ -120,6 +120,9 @@ struct rlb_replica {
 	 * address is kept (track_addrs.c); checked before every use, so a
 	 * stale or copied one only costs the full look. */
 	void *_Atomic track_hint;
+	/* And what that hint holds up to date, for which address and port
+	 * (0: nothing known): a handout of the same skips the look. */
+	_Atomic uint64_t track_stamp;
 };
 
 struct rlb_health;

@@ -60,6 +60,25 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static atomic_bool tables_ready;
 /* Advanced at each replacement; slots remember the latest they saw. */
 static _Atomic uint32_t table_epoch = 1;
+/*
+ * Advanced by whatever makes the full look of a handout needed again: a
+ * new epoch or table, a failure marked (a handout after it makes the
+ * address not stale). A replica's track_stamp equal to literal_stamp()
+ * of it says that the replica's hint slot holds that literal with that
+ * port, up to date: a handout of it then does nothing (design.md §5.3).
+ */
+static _Atomic uint64_t handout_gen = 1;
+
+/* The stamp of literal k of a replica handed out with port (0: none). */
+static inline uint64_t literal_stamp(uint64_t gen, uint16_t port, size_t k)
+{
+	return k < 255 ? gen << 24 | (uint64_t)port << 8 | (k + 1) : 0;
+}
+
+static void handout_gen_advance(void)
+{
+	atomic_fetch_add_explicit(&handout_gen, 1, memory_order_release);
+}
 /* Replacing the table; tables replaced and when. */
 static pthread_mutex_t replace_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct retired {
@@ -329,6 +348,7 @@ static void table_replace(struct addr_table *t)
 		rlb_libc()->munmap(n, sizeof(struct addr_table));
 		atomic_store_explicit(&table_epoch, epoch + 1,
 				      memory_order_relaxed);
+		handout_gen_advance();
 		if (full_in_row++ && !warned_in_use) {
 			warned_in_use = true;
 			rlb_log(RLB_LOG_WARNING,
@@ -343,6 +363,7 @@ static void table_replace(struct addr_table *t)
 	 * the new one; at the next replacement the others are dropped. */
 	atomic_store_explicit(&table_epoch, epoch + 1, memory_order_relaxed);
 	atomic_store_explicit(&rlb_addr_table, n, memory_order_release);
+	handout_gen_advance();
 	atomic_fetch_add_explicit(&replaced_count, 1, memory_order_relaxed);
 	rlb_log(RLB_LOG_INFO,
 		"table of handed-out addresses full: %zu in use kept, the "
@@ -371,12 +392,13 @@ out_unlock:
  * stores, a failed store forward).
  */
 static inline __attribute__((always_inline)) void
-handout(const struct rlb_cluster *c, size_t i, const struct dest *d)
+handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
+	uint64_t stamp)
 {
 	struct addr_table *t;
 	struct addr_slot *s, *hint;
 	uint32_t epoch;
-	bool fresh, ours;
+	bool fresh, ours, hinted;
 
 	if (!atomic_load_explicit(&tables_ready, memory_order_acquire)) {
 		pthread_once(&tables_once, tables_init);
@@ -402,12 +424,14 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d)
 	       hint->replica == c->replicas[i].identity;
 	if (ours && rlb_addr_same(&hint->d, d) && hint->d.port == d->port) {
 		s = hint;
+		hinted = true;
 	} else {
 		s = table_slot(t, d, c->name_hash, c->replicas[i].identity,
 			       c->s.connect_timeout_ms, epoch, &fresh);
 		/* A replica with several addresses keeps the hint of its
 		 * first: threads never take turns writing it. */
-		if (s && !ours)
+		hinted = s && !ours;
+		if (hinted)
 			atomic_store_explicit(
 				&((struct rlb_replica *)c->replicas)[i]
 					 .track_hint,
@@ -447,6 +471,16 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d)
 			atomic_store_explicit(&s->handout_ms,
 					      rlb_monotonic_ms(),
 					      memory_order_relaxed);
+		/* Its hint is this very address, now up to date: the next
+		 * handouts of it need nothing until the generation moves.
+		 * Written only when it changes, as the slot. */
+		if (stamp && hinted &&
+		    atomic_load_explicit(&c->replicas[i].track_stamp,
+					 memory_order_relaxed) != stamp)
+			atomic_store_explicit(
+				&((struct rlb_replica *)c->replicas)[i]
+					 .track_stamp,
+				stamp, memory_order_relaxed);
 	}
 	if ((fresh || !s) &&
 	    atomic_load_explicit(&t->used, memory_order_relaxed) >= TABLE_FULL)
@@ -462,15 +496,23 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 	struct dest d;
 
 	if (rlb_addr_to_dest(sa, len, &d))
-		handout(c, i, &d);
+		handout(c, i, &d, 0);
 }
 
 void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
 			       const struct rlb_addr *lit, uint16_t port)
 {
+	const struct rlb_replica *r = &c->replicas[i];
+	uint64_t stamp = literal_stamp(
+		atomic_load_explicit(&handout_gen, memory_order_acquire), port,
+		(size_t)(lit - r->literal));
 	struct sockaddr_in6 in6;
 	struct dest d;
 
+	/* Handed out as it was the last time: nothing to do. */
+	if (stamp && atomic_load_explicit(&r->track_stamp,
+					  memory_order_relaxed) == stamp)
+		return;
 	if (lit->family == AF_INET) {
 		uint64_t w0 = 0;
 
@@ -479,7 +521,7 @@ void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
 		d.port = port;
 		d.w[0] = w0;
 		d.w[1] = 0;
-		handout(c, i, &d);
+		handout(c, i, &d, stamp);
 		return;
 	}
 	/* IPv6 (rare, and v4-mapped ones are unfolded): the general way. */
@@ -529,10 +571,12 @@ size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
 						      memory_order_relaxed);
 		if (!owners) { /* mark it failed: see report_dest() */
 			if (atomic_load_explicit(&s->failover,
-						 memory_order_relaxed))
+						 memory_order_relaxed)) {
 				atomic_store_explicit(&s->failed_ms,
 						      rlb_monotonic_ms(),
 						      memory_order_relaxed);
+				handout_gen_advance();
+			}
 			continue;
 		}
 		pol->stale |= atomic_load_explicit(&s->failed_ms,

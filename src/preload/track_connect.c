@@ -526,21 +526,22 @@ readable_cached(const struct sockaddr *sa, socklen_t len)
 	size_t n = len < sizeof(struct sockaddr_in6)
 			   ? len
 			   : sizeof(struct sockaddr_in6);
-	uintptr_t p = (uintptr_t)sa, page = p >> 12, end;
+	/* The last byte maybe_replica() may read, as readable() sees it. */
+	uintptr_t p = (uintptr_t)sa, last = p + n - 1, page = (p >> 12) + 1;
+	/* Each test a value, not a branch: the branch predictor has often
+	 * forgotten this code by the next connect (a system call between),
+	 * and every branch of it is then a guess. Below 2^56, last cannot
+	 * wrap around. */
+	bool out = (len < sizeof(struct sockaddr_in)) | (p < 4096) |
+		   ((p >> 56) != 0);
+	bool seen = ((p >> 12) == (last >> 12)) &
+		    ((readable_pages[0] == page) | (readable_pages[1] == page) |
+		     (readable_pages[2] == page) | (readable_pages[3] == page));
 
 	/* Shorter than an IPv4 address: no replica's, nothing to read. */
-	if (len < sizeof(struct sockaddr_in) || p < 4096 || p + n < p ||
-	    (p + n - 1) >> 56)
+	if (__builtin_expect(out, 0))
 		return 0;
-	end = (p + n - 1) >> 12;
-	if (page != end)
-		return -1;
-	page++;
-	return (readable_pages[0] == page) | (readable_pages[1] == page) |
-			       (readable_pages[2] == page) |
-			       (readable_pages[3] == page)
-		       ? 1
-		       : -1;
+	return seen ? 1 : -1;
 }
 
 /*
@@ -592,6 +593,14 @@ connect_unknown(int fd, const struct sockaddr *sa, socklen_t len)
 	return connect_replica(fd, sa, len);
 }
 
+/* Before any handout: libc's connect, bound first if need be. Out of
+ * line, so that the pass-through below saves no registers for it. */
+static __attribute__((noinline)) int
+connect_inactive(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	return rlb_libc()->connect(fd, sa, len);
+}
+
 int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int known;
@@ -599,7 +608,7 @@ int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	/* A process that was never handed a replica's address passes
 	 * every connect() through without reading a byte of it. */
 	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed))
-		return rlb_libc()->connect(fd, sa, len);
+		return connect_inactive(fd, sa, len);
 	/*
 	 * The pass-through, kept free of calls so that it saves no
 	 * registers: a page seen lately, then the home bit. Tracking is

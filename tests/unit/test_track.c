@@ -539,6 +539,42 @@ static void test_track_table_lives_with_churn(void **state)
 	assert_int_equal(errors(R_REFUSER), 1);
 }
 
+/*
+ * A literal handed out again after its table was replaced is tracked in
+ * the new one: a replacement makes the next handout look again (its
+ * stamp is of an older generation), though the replica's literal and
+ * port are the same as the last time.
+ */
+static void test_track_literal_handed_out_again_after_replacement(void **state)
+{
+	unsigned before = rlb_addr_replaced();
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
+	int fd;
+
+	for (int round = 0; round < 10; round++) {
+		for (int k = 0; k < 6000; k++) {
+			struct sockaddr_in fake = {.sin_family = AF_INET};
+
+			fake.sin_addr.s_addr = htonl(
+				0x7fc90000u | (uint32_t)(round << 14 | k));
+			fake.sin_port = htons(9);
+			rlb_track_handout(cluster, R_GOOD, (void *)&fake,
+					  sizeof(fake));
+		}
+		test_clock_advance(1100);
+	}
+	assert_true(rlb_addr_replaced() - before >= 3);
+	/* The literals as the first time (handout() did it). */
+	assert_int_equal(rlb_resolve_getaddrinfo(cluster, NULL, &hints, &res),
+			 0);
+	rlb_libc()->freeaddrinfo(res);
+	fd = tcp_socket(false);
+	assert_int_equal(track_connect(fd, port_closed), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_REFUSER), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -574,6 +610,9 @@ int main(void)
 				       handout),
 		cmocka_unit_test_setup(test_track_table_lives_with_churn,
 				       handout),
+		cmocka_unit_test_setup(
+			test_track_literal_handed_out_again_after_replacement,
+			handout),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
