@@ -510,24 +510,33 @@ static void test_track_repeat_blocking_times_out(void **state)
  * again (127.200.x.y, nothing connects to them), a second apart: 60,000
  * in all, more than three tables' worth.
  */
-static void test_track_table_lives_with_churn(void **state)
+/*
+ * Fill the table of handed-out addresses again and again (60,000 other
+ * addresses from base, ten seconds): it is replaced at least three times.
+ */
+static void churn_tables(uint32_t base)
 {
-	unsigned before = rlb_addr_replaced();
-	struct sockaddr_in sin = loopback(port_closed);
-	int fd;
-
 	for (int round = 0; round < 10; round++) {
 		for (int k = 0; k < 6000; k++) {
 			struct sockaddr_in fake = {.sin_family = AF_INET};
 
-			fake.sin_addr.s_addr = htonl(
-				0x7fc80000u | (uint32_t)(round << 14 | k));
+			fake.sin_addr.s_addr =
+				htonl(base | (uint32_t)(round << 14 | k));
 			fake.sin_port = htons(9);
 			rlb_track_handout(cluster, R_GOOD, (void *)&fake,
 					  sizeof(fake));
 		}
 		test_clock_advance(1100);
 	}
+}
+
+static void test_track_table_lives_with_churn(void **state)
+{
+	unsigned before = rlb_addr_replaced();
+	struct sockaddr_in sin = loopback(port_closed);
+	int fd;
+
+	churn_tables(0x7fc80000u);
 	assert_true(rlb_addr_replaced() - before >= 3);
 	/* A new address of the refusing replica, handed out now. */
 	sin.sin_addr.s_addr = htonl(0x7f000009);
@@ -551,18 +560,7 @@ static void test_track_literal_handed_out_again_after_replacement(void **state)
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
 	int fd;
 
-	for (int round = 0; round < 10; round++) {
-		for (int k = 0; k < 6000; k++) {
-			struct sockaddr_in fake = {.sin_family = AF_INET};
-
-			fake.sin_addr.s_addr = htonl(
-				0x7fc90000u | (uint32_t)(round << 14 | k));
-			fake.sin_port = htons(9);
-			rlb_track_handout(cluster, R_GOOD, (void *)&fake,
-					  sizeof(fake));
-		}
-		test_clock_advance(1100);
-	}
+	churn_tables(0x7fc90000u);
 	assert_true(rlb_addr_replaced() - before >= 3);
 	/* The literals as the first time (handout() did it). */
 	assert_int_equal(rlb_resolve_getaddrinfo(cluster, NULL, &hints, &res),
