@@ -80,14 +80,7 @@ void rlb_config_index(struct rlb_config *cfg)
 static bool name_is(const char *cn, const char *name, size_t len)
 {
 	size_t k;
-	unsigned char c0 = (unsigned char)name[0];
 
-	/* Most names differ in the first byte; most queries are lowercase
-	 * already (strncmp stops at cn's end, so reads nothing beyond). */
-	if ((unsigned char)cn[0] != (c0 >= 'A' && c0 <= 'Z' ? c0 + 32 : c0))
-		return false;
-	if (strncmp(cn, name, len) == 0)
-		return cn[len] == '\0';
 	for (k = 0; k < len; k++) {
 		unsigned char ch = (unsigned char)name[k];
 
@@ -107,6 +100,29 @@ struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 
 	if (!cfg || !name)
 		return NULL;
+	/*
+	 * A few names, and most queries are one of them exactly: a first
+	 * byte and strcmp() tell without the query's length. Only a query
+	 * that may match in another case or with a trailing dot goes on.
+	 */
+	if (!cfg->index || cfg->nclusters <= 8) {
+		unsigned char c0 = (unsigned char)name[0];
+		bool unsure = false;
+
+		if (c0 >= 'A' && c0 <= 'Z')
+			c0 += 'a' - 'A';
+		for (size_t i = 0; i < cfg->nclusters; i++) {
+			const char *cn = cfg->clusters[i].name;
+
+			if ((unsigned char)cn[0] != c0)
+				continue;
+			if (strcmp(cn, name) == 0)
+				return &cfg->clusters[i];
+			unsure = true;
+		}
+		if (!unsure)
+			return NULL;
+	}
 	len = strnlen(name, RLB_MAX_HOST + 2);
 	if (len && name[len - 1] == '.')
 		len--;
