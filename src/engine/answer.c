@@ -198,13 +198,6 @@ static void put_selection(struct rlb_selection *heap, size_t cap)
  * whose answer libc gives for a numeric host is plain (checked against
  * libc in test_resolve). Anything unusual takes the general path.
  */
-struct literal_question {
-	int family;    /* AF_UNSPEC, AF_INET or AF_INET6 */
-	uint16_t port; /* network order: the caller's service */
-	size_t ntypes;
-	int socktype[3];
-	int protocol[3];
-};
 
 static bool literal_port(const char *service, uint16_t *port)
 {
@@ -226,7 +219,7 @@ static bool literal_port(const char *service, uint16_t *port)
 }
 
 static bool literal_question_init(const struct addrinfo *q, const char *service,
-				  struct literal_question *lq)
+				  struct rlb_literal_question *lq)
 {
 	const int plain = AI_CANONNAME | AI_NUMERICSERV | AI_PASSIVE |
 			  AI_V4MAPPED | AI_ALL;
@@ -305,7 +298,7 @@ static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
  * build; the general path asks libc.
  */
 static bool mapped_for_v4(const struct rlb_replica *r,
-			  const struct literal_question *lq)
+			  const struct rlb_literal_question *lq)
 {
 	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
 					   0, 0, 0, 0, 0xff, 0xff};
@@ -325,51 +318,40 @@ static bool mapped_for_v4(const struct rlb_replica *r,
  * the replica has no address of the family asked.
  */
 static int literal_addrs(struct rlb_cluster *c, size_t idx,
-			 const struct literal_question *lq,
+			 const struct rlb_literal_question *lq,
 			 const struct rlb_answer_sink *sink,
 			 enum rlb_answer_next *next)
 {
 	const struct rlb_replica *r = &c->replicas[idx];
 	uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
-	/*
-	 * Copies: for all the compiler knows, each call of the sink could
-	 * change what these pointers reach, and it would load them again
-	 * after every call.
-	 */
-	const struct rlb_addr *lits = r->literal;
-	const size_t nlit = r->nliteral, ntypes = lq->ntypes;
-	const int family = lq->family;
-	enum rlb_answer_next (*literal)(void *, struct rlb_cluster *, size_t,
-					const struct rlb_addr *, uint16_t, int,
-					int) = sink->literal;
-	void *ctx = sink->ctx;
-	enum rlb_answer_next nx = RLB_ANSWER_MORE;
 	struct rlb_dns_addr a;
 	int added = 0;
 
-	for (size_t k = 0; k < nlit && nx == RLB_ANSWER_MORE; k++) {
-		const struct rlb_addr *lit = &lits[k];
+	*next = RLB_ANSWER_MORE;
+	for (size_t k = 0; k < r->nliteral; k++) {
+		const struct rlb_addr *lit = &r->literal[k];
 
-		if (family != AF_UNSPEC && family != lit->family)
+		if (lq->family != AF_UNSPEC && lq->family != lit->family)
 			continue;
-		if (!literal) {
-			a.family = lit->family;
-			a.addrlen = literal_sockaddr(lit, port, &a.addr);
-		}
-		for (size_t t = 0; t < ntypes && nx == RLB_ANSWER_MORE; t++) {
+		a.family = lit->family;
+		a.addrlen = literal_sockaddr(lit, port, &a.addr);
+		for (size_t t = 0; t < lq->ntypes; t++) {
+			a.socktype = lq->socktype[t];
+			a.protocol = lq->protocol[t];
 			added++;
-			if (literal) {
-				nx = literal(ctx, c, idx, lit, port,
-					     lq->socktype[t], lq->protocol[t]);
-			} else {
-				a.socktype = lq->socktype[t];
-				a.protocol = lq->protocol[t];
-				nx = sink->address(ctx, c, idx, &a);
-			}
+			*next = sink->address(sink->ctx, c, idx, &a);
+			if (*next != RLB_ANSWER_MORE)
+				return 0;
 		}
 	}
-	*next = nx;
 	return added ? 0 : EAI_ADDRFAMILY;
+}
+
+/* Whether replica r answers lq from its literals alone. */
+static inline bool literal_answers(const struct rlb_replica *r,
+				   const struct rlb_literal_question *lq)
+{
+	return r->nliteral && !mapped_for_v4(r, lq);
 }
 
 int rlb_answer(struct rlb_cluster *c, const char *service,
@@ -381,7 +363,7 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 	struct rlb_selection *sel, *heap;
 	size_t cap = 0;
 	struct rlb_dns_addr *addrs = NULL;
-	struct literal_question lq = {0};
+	struct rlb_literal_question lq = {0};
 	int rc, last = 0;
 	bool fast = literal_question_init(q, service, &lq), done = false;
 
@@ -399,7 +381,29 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 
 		if (sink->skip && sink->skip(sink->ctx, c, idx))
 			continue;
-		if (fast && r->nliteral && !mapped_for_v4(r, &lq)) {
+		if (fast && sink->literals && literal_answers(r, &lq)) {
+			/* The run of literal replicas from here, at once. */
+			size_t end = k + 1, answered;
+
+			while (end < sel->n &&
+			       literal_answers(&c->replicas[sel->order[end]],
+					       &lq))
+				end++;
+			if (sink->literals(sink->ctx, c, sel->order + k,
+					   end - k, &lq,
+					   &answered) == RLB_ANSWER_NOMEM) {
+				last = EAI_MEMORY;
+				goto out;
+			}
+			if (answered < end - k && !*first)
+				*first = c->replicas[sel->order[k + answered]]
+						 .host;
+			else if (answered == end - k)
+				last = EAI_ADDRFAMILY;
+			k = end - 1;
+			continue;
+		}
+		if (fast && literal_answers(r, &lq)) {
 			enum rlb_answer_next next;
 
 			rc = literal_addrs(c, idx, &lq, sink, &next);

@@ -142,6 +142,19 @@ struct rlb_resolver {
 				      bool pinned, bool *fresh);
 };
 
+/*
+ * A question that replicas with IP literals answer without the resolver
+ * (answer.c): the family asked, the caller's port (network order), and
+ * the socket types of the answer, each with its protocol.
+ */
+struct rlb_literal_question {
+	int family; /* AF_UNSPEC, AF_INET or AF_INET6 */
+	uint16_t port;
+	size_t ntypes;
+	int socktype[3];
+	int protocol[3];
+};
+
 /* What a sink says after each address it was given. */
 enum rlb_answer_next {
 	RLB_ANSWER_MORE,   /* go on */
@@ -163,17 +176,21 @@ struct rlb_answer_sink {
 					const struct rlb_dns_addr *a);
 	void *ctx;
 	/*
-	 * Optional, for the hot path: the same as address() for literal
-	 * lit of replica idx with port (network order), socktype and
-	 * protocol, so that the sink builds its entry from the snapshot's
-	 * bytes (a sockaddr built here and copied there would be read back
-	 * a few nanoseconds after its stores, the width of one load, not
-	 * of the stores: a failed store forward each time).
+	 * Optional, for the hot path, instead of address(): the addresses
+	 * of replicas order[0 .. n), each one whose literals answer lq
+	 * (rlb_literal_question), in that order: of each replica, its
+	 * literals of lq's family, with its port or lq's, once for each of
+	 * lq's types. One call for a run of replicas keeps the call and the
+	 * copies of a callback per address out of the answer (and the
+	 * sink builds each entry from the snapshot's bytes: a sockaddr
+	 * built here and copied there would be read back wider than its
+	 * stores, a failed store forward each). Returns MORE or NOMEM;
+	 * *answered: the first of order[] that had an address (n: none).
 	 */
-	enum rlb_answer_next (*literal)(void *ctx, struct rlb_cluster *c,
-					size_t idx, const struct rlb_addr *lit,
-					uint16_t port, int socktype,
-					int protocol);
+	enum rlb_answer_next (*literals)(void *ctx, struct rlb_cluster *c,
+					 const uint32_t *order, size_t n,
+					 const struct rlb_literal_question *lq,
+					 size_t *answered);
 };
 
 /*

@@ -62,47 +62,81 @@ static bool append_node(struct rlb_cluster *c, size_t idx, int family,
 }
 
 /*
- * The hot path's builder: the node of literal lit (port in network
- * order), written from the snapshot's bytes (see rlb_answer_sink).
+ * The hot path's builder: the nodes of literal replicas order[0 .. n)
+ * for lq, written from the snapshot's bytes (see rlb_answer_sink), in one
+ * loop that the compiler sees whole.
  */
-static enum rlb_answer_next gai_literal(void *ctx, struct rlb_cluster *c,
-					size_t idx, const struct rlb_addr *lit,
-					uint16_t port, int socktype,
-					int protocol)
+static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
+					 const uint32_t *order, size_t n,
+					 const struct rlb_literal_question *lq,
+					 size_t *answered)
 {
-	struct addrinfo ***tail = ctx;
-	socklen_t len = lit->family == AF_INET ? sizeof(struct sockaddr_in)
-					       : sizeof(struct sockaddr_in6);
-	struct addrinfo *ai = malloc(sizeof(*ai) + len);
+	struct addrinfo ***tailp = ctx, **tail = *tailp;
+	const int family = lq->family;
+	const size_t ntypes = lq->ntypes;
+	enum rlb_answer_next nx = RLB_ANSWER_MORE;
 
-	if (!ai)
-		return RLB_ANSWER_NOMEM;
-	/* Two memsets: one over the whole allocation would be made a
-	 * calloc(), which glibc serves without its thread cache. */
-	memset(ai, 0, sizeof(*ai));
-	memset(ai + 1, 0, len);
-	ai->ai_family = lit->family;
-	ai->ai_socktype = socktype;
-	ai->ai_protocol = protocol;
-	ai->ai_addrlen = len;
-	ai->ai_addr = (struct sockaddr *)(ai + 1);
-	if (lit->family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)ai->ai_addr;
+	*answered = n;
+	for (size_t j = 0; j < n; j++) {
+		const struct rlb_replica *r = &c->replicas[order[j]];
+		uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
 
-		in->sin_family = AF_INET;
-		in->sin_port = port;
-		memcpy(&in->sin_addr, lit->bytes, 4);
-	} else {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ai->ai_addr;
+		for (size_t k = 0; k < r->nliteral; k++) {
+			const struct rlb_addr *lit = &r->literal[k];
+			socklen_t len = lit->family == AF_INET
+						? sizeof(struct sockaddr_in)
+						: sizeof(struct sockaddr_in6);
 
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = port;
-		memcpy(&in6->sin6_addr, lit->bytes, 16);
+			if (family != AF_UNSPEC && family != lit->family)
+				continue;
+			for (size_t t = 0; t < ntypes; t++) {
+				struct addrinfo *ai = malloc(sizeof(*ai) + len);
+
+				if (!ai) {
+					nx = RLB_ANSWER_NOMEM;
+					goto out;
+				}
+				/* The node and its sockaddr zeroed apart,
+				 * each of a constant size: one memset of
+				 * the whole would be made a calloc(), which
+				 * glibc serves without its thread cache. */
+				memset(ai, 0, sizeof(*ai));
+				ai->ai_family = lit->family;
+				ai->ai_socktype = lq->socktype[t];
+				ai->ai_protocol = lq->protocol[t];
+				ai->ai_addrlen = len;
+				ai->ai_addr = (struct sockaddr *)(ai + 1);
+				if (lit->family == AF_INET) {
+					struct sockaddr_in *in =
+						(void *)ai->ai_addr;
+
+					memset(in, 0, sizeof(*in));
+					in->sin_family = AF_INET;
+					in->sin_port = port;
+					memcpy(&in->sin_addr, lit->bytes, 4);
+				} else {
+					struct sockaddr_in6 *in6 =
+						(void *)ai->ai_addr;
+
+					memset(in6, 0, sizeof(*in6));
+					in6->sin6_family = AF_INET6;
+					in6->sin6_port = port;
+					memcpy(&in6->sin6_addr, lit->bytes, 16);
+				}
+				*tail = ai;
+				tail = &ai->ai_next;
+				if (*answered == n)
+					*answered = j;
+				/* Each literal once, not once per type. */
+				if (t == 0)
+					rlb_track_handout_literal(c, order[j],
+								  lit, port);
+			}
+		}
 	}
-	rlb_track_handout_literal(c, idx, lit, port);
-	**tail = ai;
-	*tail = &ai->ai_next;
-	return RLB_ANSWER_MORE;
+out:
+	*tailp = tail;
+	return nx;
 }
 
 static void free_list(struct addrinfo *ai)
@@ -137,7 +171,7 @@ int rlb_resolve_getaddrinfo(struct rlb_cluster *c, const char *service,
 {
 	struct addrinfo q = {0}, *head = NULL, **tail = &head;
 	struct rlb_answer_sink sink = {
-		.address = gai_address, .literal = gai_literal, .ctx = &tail};
+		.address = gai_address, .literals = gai_literals, .ctx = &tail};
 	const char *canon;
 	int last;
 
