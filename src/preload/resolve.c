@@ -81,6 +81,41 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 		const struct rlb_replica *r = &c->replicas[order[j]];
 		uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
 
+		/* Most replicas: one IPv4 literal, one socket type asked. */
+		if (r->nliteral == 1 && ntypes == 1 &&
+		    r->literal->family == AF_INET && family != AF_INET6) {
+			struct {
+				struct addrinfo ai;
+				struct sockaddr_in in;
+			} *node = malloc(sizeof(*node));
+
+			if (!node) {
+				nx = RLB_ANSWER_NOMEM;
+				goto out;
+			}
+			_Static_assert(
+				sizeof(*node) ==
+					sizeof(struct addrinfo) +
+						sizeof(struct sockaddr_in),
+				"glibc's layout: the sockaddr follows");
+			memset(&node->ai, 0, sizeof(node->ai));
+			memset(&node->in, 0, sizeof(node->in));
+			node->ai.ai_family = AF_INET;
+			node->ai.ai_socktype = lq->socktype[0];
+			node->ai.ai_protocol = lq->protocol[0];
+			node->ai.ai_addrlen = sizeof(node->in);
+			node->ai.ai_addr = (struct sockaddr *)&node->in;
+			node->in.sin_family = AF_INET;
+			node->in.sin_port = port;
+			memcpy(&node->in.sin_addr, r->literal->bytes, 4);
+			*tail = &node->ai;
+			tail = &node->ai.ai_next;
+			if (*answered == n)
+				*answered = j;
+			rlb_track_handout_literal(c, order[j], r->literal,
+						  port);
+			continue;
+		}
 		for (size_t k = 0; k < r->nliteral; k++) {
 			const struct rlb_addr *lit = &r->literal[k];
 			socklen_t len = lit->family == AF_INET

@@ -183,7 +183,38 @@ bool rlb_health_select_counts(struct rlb_cluster *c, size_t n, int64_t now,
 	else
 		decay_store(c, s, now);
 
-	for (size_t i = 0; i < n; i++) {
+	/*
+	 * Nearly always: every replica in the store, each slot still its
+	 * own, no decay owed. One loop of loads and compares for that; the
+	 * first replica that is not so goes the careful way.
+	 */
+	size_t i = 0;
+
+	if (s && k == 0 && n <= s->nreplicas && n <= c->nreplicas) {
+		const struct rlb_replica *r = c->replicas;
+		struct health_slot *slots = s->map->slots;
+		uint32_t nslots = s->nslots;
+
+		for (; i < n; i++) {
+			uint32_t idx = atomic_load_explicit(
+				&s->slot[i], memory_order_relaxed);
+			struct health_slot *slot = &slots[idx];
+			uint64_t e, sd;
+
+			if (idx >= nslots ||
+			    atomic_load_explicit(&slot->key,
+						 memory_order_acquire) !=
+				    r[i].identity)
+				break;
+			e = atomic_load(&slot->errors);
+			sd = atomic_load(&slot->slowdowns);
+			errors[i] = e;
+			slowdowns[i] = sd;
+			max_errors = e > max_errors ? e : max_errors;
+			any_slowdowns |= sd;
+		}
+	}
+	for (; i < n; i++) {
 		struct health_slot *slot = slot_of(c, s, i);
 		uint64_t e =
 			slot ? shift_errors(atomic_load(&slot->errors), k) : 0;
