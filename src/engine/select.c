@@ -323,7 +323,26 @@ static uint64_t *sort_packed(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 		count[d] += count[d - 1];
 	for (size_t i = 0; i < n; i++)
 		b[count[(a[i] >> shift) & ((1u << bits) - 1)]++] = a[i];
-	/* count[d] is now where bucket d ends; bucket 0 starts at 0. */
+	/*
+	 * count[d] is now where bucket d ends; bucket 0 starts at 0. When
+	 * no bucket holds more than a few (the draws spread evenly: nearly
+	 * always), one insertion pass over all of b finishes the sort: each
+	 * key moves within its bucket only, and a loop per bucket would
+	 * cost a mispredicted branch or two per bucket.
+	 */
+	{
+		uint32_t widest = count[0];
+
+		for (size_t d = 1; d < (1u << bits); d++) {
+			uint32_t len = count[d] - count[d - 1];
+
+			widest = len > widest ? len : widest;
+		}
+		if (widest <= SMALL_RANGE) {
+			insertion_u64(b, n);
+			return b;
+		}
+	}
 	for (size_t d = 0, start = 0; d < (1u << bits); d++) {
 		size_t end = count[d], len = end - start;
 
