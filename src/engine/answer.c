@@ -385,6 +385,9 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 			/* The run of literal replicas from here, at once. */
 			size_t end = k + 1, answered;
 
+			/* The snapshot knows when they all do. */
+			if (c->all_literal && !sink->skip)
+				end = sel->n;
 			while (end < sel->n &&
 			       literal_answers(&c->replicas[sel->order[end]],
 					       &lq))

@@ -18,7 +18,7 @@
 #define RANDOM_BATCH 64
 /* From this many packed keys, sort_packed() buckets by the top bits
  * first, into at most 2^MSD_MAX_BITS buckets. */
-#define MSD_MIN	     128
+#define MSD_MIN	     (SMALL_RANGE + 1)
 #define MSD_MAX_BITS 10
 
 size_t rlb_selection_size(size_t n)
@@ -325,20 +325,22 @@ static uint64_t *sort_packed(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 		b[count[(a[i] >> shift) & ((1u << bits) - 1)]++] = a[i];
 	/*
 	 * count[d] is now where bucket d ends; bucket 0 starts at 0. When
-	 * no bucket holds more than a few (the draws spread evenly: nearly
-	 * always), one insertion pass over all of b finishes the sort: each
-	 * key moves within its bucket only, and a loop per bucket would
-	 * cost a mispredicted branch or two per bucket.
+	 * the buckets are small (the draws spread evenly, or a policy's few
+	 * priorities above them: nearly always), one insertion pass over
+	 * all of b finishes the sort: each key moves within its bucket
+	 * only, about len^2 / 4 moves for a bucket of len, and a loop per
+	 * bucket would cost a mispredicted branch or two per bucket. The
+	 * sum of the squares bounds that work.
 	 */
 	{
-		uint32_t widest = count[0];
+		uint64_t squares = (uint64_t)count[0] * count[0];
 
 		for (size_t d = 1; d < (1u << bits); d++) {
-			uint32_t len = count[d] - count[d - 1];
+			uint64_t len = count[d] - count[d - 1];
 
-			widest = len > widest ? len : widest;
+			squares += len * len;
 		}
-		if (widest <= SMALL_RANGE) {
+		if (squares <= 16 * (uint64_t)n) {
 			insertion_u64(b, n);
 			return b;
 		}
@@ -354,6 +356,45 @@ static uint64_t *sort_packed(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 				memcpy(b + start, s, len * sizeof(*s));
 		} else if (len > 1) {
 			insertion_u64(b + start, len);
+		}
+		start = end;
+	}
+	return b;
+}
+
+/*
+ * sort_packed() for keys whose top wtop bits are the fields above the
+ * draw (the policy's priority, the counts): those few classes first, by
+ * one counting pass when they fit MSD_MAX_BITS, then each class by its
+ * draws, which spread evenly. Without it, a policy of a few priorities
+ * over many replicas (hostname_longest_common_prefix: most replicas share
+ * a prefix length) spends the top bits of sort_packed()'s pass on them
+ * and leaves buckets of dozens to the LSD radix.
+ */
+static uint64_t *sort_classes(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
+			      unsigned hi, unsigned wtop)
+{
+	uint32_t count[(1u << MSD_MAX_BITS) + 1];
+	unsigned shift = hi - wtop;
+
+	if (wtop == 0 || wtop > MSD_MAX_BITS || n < MSD_MIN)
+		return sort_packed(a, b, n, lo, hi);
+	memset(count, 0, ((1u << wtop) + 1) * sizeof(count[0]));
+	for (size_t i = 0; i < n; i++)
+		count[(a[i] >> shift) + 1]++;
+	for (size_t d = 1; d <= (1u << wtop); d++)
+		count[d] += count[d - 1];
+	for (size_t i = 0; i < n; i++)
+		b[count[a[i] >> shift]++] = a[i];
+	for (size_t d = 0, start = 0; d < (1u << wtop); d++) {
+		size_t end = count[d], len = end - start;
+
+		if (len > 1) {
+			uint64_t *s =
+				sort_packed(b + start, a + start, len, lo, shift);
+
+			if (s != b + start)
+				memcpy(b + start, s, len * sizeof(*s));
 		}
 		start = end;
 	}
@@ -537,7 +578,7 @@ static bool select_packed(const struct rlb_cluster *c,
 	}
 	wkey = we + wd + wp + wq + RANDOM_BITS + wpos;
 sort:
-	sorted = sort_packed(a, a + n, n, wpos, wkey);
+	sorted = sort_classes(a, a + n, n, wpos, wkey, wkey - RANDOM_BITS - wpos);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
 	return true;

@@ -3,6 +3,7 @@
  * built and freed in one place and shared by reference count. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +30,53 @@ static void unprepare(struct rlb_config *cfg)
 
 		free(c->host_prio);
 		c->host_prio = NULL;
+		free(c->fast_v4);
+		c->fast_v4 = NULL;
+		c->all_literal = false;
+		free((void *)c->track_stamps);
+		c->track_stamps = NULL;
 		rlb_health_detach(c->health);
 		c->health = NULL;
 	}
+}
+
+/* Whether literal a is an IPv4-mapped IPv6 address. */
+static bool v4_mapped(const struct rlb_addr *a)
+{
+	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+					   0, 0, 0, 0, 0xff, 0xff};
+
+	return a->family == AF_INET6 &&
+	       memcmp(a->bytes, prefix, sizeof(prefix)) == 0;
+}
+
+/* The hot path's view of c's replicas (rlb_cluster.fast_v4). */
+static int prepare_fast(struct rlb_cluster *c)
+{
+	size_t n = c->nreplicas ? c->nreplicas : 1;
+
+	c->fast_v4 = calloc(n, sizeof(*c->fast_v4));
+	c->track_stamps = calloc(n, sizeof(*c->track_stamps));
+	if (!c->fast_v4 || !c->track_stamps)
+		return -1;
+	c->all_literal = c->nreplicas > 0;
+	for (size_t i = 0; i < c->nreplicas; i++) {
+		const struct rlb_replica *r = &c->replicas[i];
+		uint32_t a;
+
+		if (r->nliteral == 0)
+			c->all_literal = false;
+		for (size_t k = 0; k < r->nliteral; k++)
+			if (v4_mapped(&r->literal[k]))
+				c->all_literal = false;
+		if (r->nliteral != 1 || r->literal[0].family != AF_INET ||
+		    r->port < 0 || r->port > 65535)
+			continue;
+		memcpy(&a, r->literal[0].bytes, 4);
+		c->fast_v4[i] = RLB_FAST_V4 |
+				(uint64_t)htons((uint16_t)r->port) << 32 | a;
+	}
+	return 0;
 }
 
 /* rlb_snapshot_new(), health attached read-write or read-only. */
@@ -50,7 +95,7 @@ static struct rlb_snapshot *snapshot_new(struct rlb_config *cfg,
 		/* Only a hostname policy pays for the FQDN lookup. */
 		if (rlb_policy_uses_hostname(c->s.load_balancing))
 			local = cluster_local(cfg, c, fqdn);
-		if (rlb_policy_precompute(c, local) < 0)
+		if (rlb_policy_precompute(c, local) < 0 || prepare_fast(c) < 0)
 			goto out_free_snap;
 	}
 	if (readonly)

@@ -79,7 +79,6 @@ int rlb_replica_copy(struct rlb_replica *dst, const struct rlb_replica *src)
 	*dst = *src;
 	/* A new replica: tracking knows nothing of it yet. */
 	dst->track_hint = NULL;
-	dst->track_stamp = 0;
 	dst->host = dup_or_null(src->host, &ok);
 	dst->literal = dup_array(src->literal, src->nliteral,
 				 sizeof(*src->literal), &ok);
@@ -109,6 +108,9 @@ static int cluster_copy(struct rlb_cluster *dst, const struct rlb_cluster *src,
 
 	*dst = *src;
 	dst->host_prio = NULL;
+	dst->fast_v4 = NULL;
+	dst->all_literal = false;
+	dst->track_stamps = NULL;
 	dst->health = NULL;
 	dst->name = dup_or_null(src->name, &ok);
 	dst->local_hostname = dup_or_null(src->local_hostname, &ok);

@@ -120,10 +120,10 @@ struct rlb_replica {
 	 * address is kept (track_addrs.c); checked before every use, so a
 	 * stale or copied one only costs the full look. */
 	void *_Atomic track_hint;
-	/* And what that hint holds up to date, for which address and port
-	 * (0: nothing known): a handout of the same skips the look. */
-	_Atomic uint64_t track_stamp;
 };
+
+/* A word of rlb_cluster.fast_v4: set for a replica with one IPv4 literal. */
+#define RLB_FAST_V4 (UINT64_C(1) << 48)
 
 struct rlb_health;
 
@@ -146,7 +146,19 @@ struct rlb_cluster {
 	 * EAI_AGAIN while its DNS has never answered, else (0) EAI_NONAME. */
 	int no_members_eai;
 	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
-	int64_t *host_prio;	   /* precomputed hostname priorities or NULL */
+	int64_t *host_prio; /* precomputed hostname priorities or NULL */
+	/*
+	 * The hot path's view of the replicas, contiguous where the
+	 * replicas are not (a selection visits them in a random order):
+	 * fast_v4[i] is RLB_FAST_V4 | port << 32 | address (both in network
+	 * order; port 0: the caller's) for a replica whose one literal is
+	 * IPv4, else 0; all_literal: every replica answers from its
+	 * literals alone (none v4-mapped). track_stamps[i]: connect
+	 * tracking's record of replica i's latest handout (track_addrs.c).
+	 */
+	uint64_t *fast_v4;
+	bool all_literal;
+	_Atomic uint64_t *track_stamps;
 	struct rlb_health *health; /* shared state, once attached */
 	char *file;		   /* file and line that defined the cluster */
 	int line;

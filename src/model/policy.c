@@ -370,7 +370,22 @@ void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
 		memcpy(out, c->host_prio, n * sizeof(*out));
 		range_of(c->host_prio, n, min, max);
 		return;
-	case RLB_POLICY_FIRST_OR_RANDOM:
+	case RLB_POLICY_FIRST_OR_RANDOM: {
+		/* 0 for replica[offset mod N] (as rlb_policy_priority()
+		 * takes it), 1 for the others. */
+		int64_t off = c->s.first_offset;
+
+		if (off < 0 || (uint64_t)off >= nr) {
+			off %= (int64_t)nr;
+			if (off < 0)
+				off += (int64_t)nr;
+		}
+		for (size_t i = 0; i < n; i++)
+			out[i] = i != (uint64_t)off;
+		*min = (uint64_t)off < n ? 0 : 1;
+		*max = n > 1 || (uint64_t)off >= n ? 1 : 0;
+		return;
+	}
 	default:
 		for (size_t i = 0; i < n; i++)
 			out[i] = rlb_policy_priority(c, i, rr_last);

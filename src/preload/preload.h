@@ -120,6 +120,9 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 /* The same for literal lit of replica i with port (network order). */
 void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
 			       const struct rlb_addr *lit, uint16_t port);
+/* The same for replica i's one literal, IPv4 addr (network order). */
+void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
+			  uint16_t port);
 /*
  * What tracking asks of its owner (runtime.c registers them at start):
  * charge() counts a failure against its replicas; next_address() gives,

@@ -78,16 +78,22 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 
 	*answered = n;
 	for (size_t j = 0; j < n; j++) {
-		const struct rlb_replica *r = &c->replicas[order[j]];
-		uint16_t port = r->port ? htons((uint16_t)r->port) : lq->port;
+		const struct rlb_replica *r;
+		uint16_t port;
+		/* Most replicas: one IPv4 literal, one socket type asked; the
+		 * snapshot's word for them, not the replica (a miss each, in
+		 * the selection's random order). */
+		uint64_t v4 = c->fast_v4 ? c->fast_v4[order[j]] : 0;
 
-		/* Most replicas: one IPv4 literal, one socket type asked. */
-		if (r->nliteral == 1 && ntypes == 1 &&
-		    r->literal->family == AF_INET && family != AF_INET6) {
+		if ((v4 & RLB_FAST_V4) && ntypes == 1 && family != AF_INET6) {
 			struct {
 				struct addrinfo ai;
 				struct sockaddr_in in;
 			} *node = malloc(sizeof(*node));
+			uint32_t addr = (uint32_t)v4;
+
+			port = (uint16_t)(v4 >> 32) ? (uint16_t)(v4 >> 32)
+						    : lq->port;
 
 			if (!node) {
 				nx = RLB_ANSWER_NOMEM;
@@ -107,15 +113,16 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 			node->ai.ai_addr = (struct sockaddr *)&node->in;
 			node->in.sin_family = AF_INET;
 			node->in.sin_port = port;
-			memcpy(&node->in.sin_addr, r->literal->bytes, 4);
+			memcpy(&node->in.sin_addr, &addr, 4);
 			*tail = &node->ai;
 			tail = &node->ai.ai_next;
 			if (*answered == n)
 				*answered = j;
-			rlb_track_handout_literal(c, order[j], r->literal,
-						  port);
+			rlb_track_handout_v4(c, order[j], addr, port);
 			continue;
 		}
+		r = &c->replicas[order[j]];
+		port = r->port ? htons((uint16_t)r->port) : lq->port;
 		for (size_t k = 0; k < r->nliteral; k++) {
 			const struct rlb_addr *lit = &r->literal[k];
 			socklen_t len = lit->family == AF_INET

@@ -63,9 +63,10 @@ static _Atomic uint32_t table_epoch = 1;
 /*
  * Advanced by whatever makes the full look of a handout needed again: a
  * new epoch or table, a failure marked (a handout after it makes the
- * address not stale). A replica's track_stamp equal to literal_stamp()
- * of it says that the replica's hint slot holds that literal with that
- * port, up to date: a handout of it then does nothing (design.md §5.3).
+ * address not stale). A cluster's track_stamps[i] equal to literal_stamp()
+ * of replica i's literal says that the replica's hint slot holds that literal
+ * with that port, up to date: a handout of it then does nothing (design.md
+ * §5.3).
  */
 static _Atomic uint64_t handout_gen = 1;
 
@@ -474,13 +475,11 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 		/* Its hint is this very address, now up to date: the next
 		 * handouts of it need nothing until the generation moves.
 		 * Written only when it changes, as the slot. */
-		if (stamp && hinted &&
-		    atomic_load_explicit(&c->replicas[i].track_stamp,
+		if (stamp && hinted && c->track_stamps &&
+		    atomic_load_explicit(&c->track_stamps[i],
 					 memory_order_relaxed) != stamp)
-			atomic_store_explicit(
-				&((struct rlb_replica *)c->replicas)[i]
-					 .track_stamp,
-				stamp, memory_order_relaxed);
+			atomic_store_explicit(&c->track_stamps[i], stamp,
+					      memory_order_relaxed);
 	}
 	if ((fresh || !s) &&
 	    atomic_load_explicit(&t->used, memory_order_relaxed) >= TABLE_FULL)
@@ -499,19 +498,46 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 		handout(c, i, &d, 0);
 }
 
+/* Handed out as it was the last time: nothing to do. */
+static inline bool handed_out_so(const struct rlb_cluster *c, size_t i,
+				 uint64_t stamp)
+{
+	return stamp && c->track_stamps &&
+	       atomic_load_explicit(&c->track_stamps[i],
+				    memory_order_relaxed) == stamp;
+}
+
+static inline uint64_t current_stamp(uint16_t port, size_t k)
+{
+	return literal_stamp(
+		atomic_load_explicit(&handout_gen, memory_order_acquire), port,
+		k);
+}
+
+void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
+			  uint16_t port)
+{
+	uint64_t stamp = current_stamp(port, 0);
+	struct dest d;
+
+	if (handed_out_so(c, i, stamp))
+		return;
+	d.family = AF_INET;
+	d.port = port;
+	d.w[0] = addr; /* its bytes, then zeroes, as rlb_addr_to_dest() */
+	d.w[1] = 0;
+	handout(c, i, &d, stamp);
+}
+
 void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
 			       const struct rlb_addr *lit, uint16_t port)
 {
 	const struct rlb_replica *r = &c->replicas[i];
-	uint64_t stamp = literal_stamp(
-		atomic_load_explicit(&handout_gen, memory_order_acquire), port,
-		(size_t)(lit - r->literal));
+	uint64_t stamp = current_stamp(port, (size_t)(lit - r->literal));
 	struct sockaddr_in6 in6;
 	struct dest d;
 
-	/* Handed out as it was the last time: nothing to do. */
-	if (stamp && atomic_load_explicit(&r->track_stamp,
-					  memory_order_relaxed) == stamp)
+	if (handed_out_so(c, i, stamp))
 		return;
 	if (lit->family == AF_INET) {
 		uint64_t w0 = 0;

@@ -526,6 +526,35 @@ static void list_full(const struct addrinfo *ai, char *out, size_t len)
  * combination of hints that answer must be exactly libc's answer for the
  * same literals (the concatenation, in replica order).
  */
+/*
+ * The snapshot's word per replica for the hot path: a replica whose one
+ * literal is IPv4 (its port, or 0 for the caller's), nothing for the
+ * others; all_literal only when every replica has literals.
+ */
+static void test_resolve_snapshot_fast_words(void **state)
+{
+	struct rlb_cluster *db = rlb_config_find(cfg, "db.cluster");
+	struct rlb_cluster *lit = rlb_config_find(cfg, "lit.cluster");
+	uint32_t a;
+
+	assert_non_null(db);
+	assert_non_null(lit);
+	assert_non_null(db->fast_v4);
+	/* r1: two literals; r2: a name; r3: 127.0.0.33 port 7003. */
+	assert_int_equal(db->fast_v4[0], 0);
+	assert_int_equal(db->fast_v4[1], 0);
+	inet_pton(AF_INET, "127.0.0.33", &a);
+	assert_int_equal(db->fast_v4[2],
+			 RLB_FAST_V4 | (uint64_t)htons(7003) << 32 | a);
+	assert_false(db->all_literal);
+	/* 127.0.0.11 (the caller's port), and ::1 (not IPv4). */
+	inet_pton(AF_INET, "127.0.0.11", &a);
+	assert_int_equal(lit->fast_v4[0], RLB_FAST_V4 | a);
+	assert_int_equal(lit->fast_v4[1], 0);
+	assert_true(lit->all_literal);
+	assert_non_null(lit->track_stamps);
+}
+
 static void test_resolve_literal_answers_match_libc(void **state)
 {
 	static const int families[] = {AF_UNSPEC, AF_INET, AF_INET6};
@@ -872,6 +901,7 @@ int main(void)
 				       reset_each),
 		cmocka_unit_test_setup(test_resolve_hostent_v6, reset_each),
 		cmocka_unit_test_setup(test_resolve_static_hostent, reset_each),
+		cmocka_unit_test(test_resolve_snapshot_fast_words),
 		cmocka_unit_test_setup(test_resolve_literal_answers_match_libc,
 				       reset_each),
 		cmocka_unit_test_setup(
