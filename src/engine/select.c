@@ -390,8 +390,8 @@ static uint64_t *sort_classes(uint64_t *a, uint64_t *b, size_t n, unsigned lo,
 		size_t end = count[d], len = end - start;
 
 		if (len > 1) {
-			uint64_t *s =
-				sort_packed(b + start, a + start, len, lo, shift);
+			uint64_t *s = sort_packed(b + start, a + start, len, lo,
+						  shift);
 
 			if (s != b + start)
 				memcpy(b + start, s, len * sizeof(*s));
@@ -515,6 +515,61 @@ static inline uint32_t draw(uint32_t *draws, size_t i, size_t n)
 	return draws[i % RANDOM_BATCH];
 }
 
+/* From this many replicas, a healthy selection shuffles (see below). */
+#define SHUFFLE_MIN (STACK_KEYS + 1)
+
+/*
+ * A healthy selection over many replicas, in linear time: the replicas
+ * by class of policy priority (a counting pass, index order within a
+ * class), then each class shuffled (Fisher-Yates, one draw per place
+ * but the last). Every order of a tie class is as likely as with a draw
+ * per replica and a sort (design.md §3.4), for a fraction of the work
+ * of sorting a thousand draws. qmin and wq: the priorities' range.
+ */
+static void shuffle_classes(struct rlb_selection *sel, size_t n, uint64_t qmin,
+			    unsigned wq)
+{
+	uint32_t count[(1u << MSD_MAX_BITS) + 1];
+	uint32_t draws[RANDOM_BATCH];
+	size_t left = n, at = 0, avail = 0;
+
+	memset(count, 0, ((1u << wq) + 1) * sizeof(count[0]));
+	for (size_t i = 0; i < n; i++)
+		count[ord64(sel->policy_prio[i]) - qmin + 1]++;
+	/* Each class of len takes len - 1 draws. */
+	for (size_t d = 1; d <= (1u << wq); d++) {
+		left -= count[d] > 0;
+		count[d] += count[d - 1];
+	}
+	for (size_t i = 0; i < n; i++)
+		sel->order[count[ord64(sel->policy_prio[i]) - qmin]++] =
+			(uint32_t)i;
+	/* count[d] is now where class d ends. */
+	for (size_t d = 0, start = 0; d < (1u << wq); d++) {
+		uint32_t *o = sel->order + start;
+
+		for (size_t k = count[d] - start; k-- > 1;) {
+			uint32_t t;
+			size_t j;
+
+			if (at == avail) {
+				avail = left < RANDOM_BATCH ? left
+							    : RANDOM_BATCH;
+				rlb_random_fill(draws, avail);
+				left -= avail;
+				at = 0;
+			}
+			/* A place in 0..k: Lemire's multiply (its bias,
+			 * k / 2^32, is far below what a test could see). */
+			j = (size_t)(((uint64_t)draws[at++] * (k + 1)) >> 32);
+			t = o[k];
+			o[k] = o[j];
+			o[j] = t;
+		}
+		start = count[d];
+	}
+}
+
 /*
  * Selection over many replicas: the packed key built straight from the
  * per-replica values already in sel (index = position, so the order is
@@ -539,6 +594,10 @@ static bool select_packed(const struct rlb_cluster *c,
 		differ |= (uint64_t)(c->replicas[i].priority ^ prio0);
 	if (!differ) {
 		wq = range_bits(&q);
+		if (n >= SHUFFLE_MIN && wq <= MSD_MAX_BITS) {
+			shuffle_classes(sel, n, q.min, wq);
+			return true;
+		}
 		if (wq + RANDOM_BITS + wpos > 64)
 			return false;
 		for (size_t i = 0; i < n; i++) {
@@ -578,7 +637,8 @@ static bool select_packed(const struct rlb_cluster *c,
 	}
 	wkey = we + wd + wp + wq + RANDOM_BITS + wpos;
 sort:
-	sorted = sort_classes(a, a + n, n, wpos, wkey, wkey - RANDOM_BITS - wpos);
+	sorted = sort_classes(a, a + n, n, wpos, wkey,
+			      wkey - RANDOM_BITS - wpos);
 	for (size_t i = 0; i < n; i++)
 		sel->order[i] = (uint32_t)(sorted[i] & (shl(1, wpos) - 1));
 	return true;

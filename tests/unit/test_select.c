@@ -1087,12 +1087,14 @@ static void test_select_many_replicas(void **state)
 }
 
 /*
- * A healthy cluster is ordered by its draws alone, replica i taking the
- * i-th draw across the generator's batches of 64 (random, 200 replicas:
- * draw i is a permutation of 0..199 scaled, so the order is its inverse);
- * with one erroring replica, the same draws, that replica last.
+ * Many replicas whose counts decide nothing: each class of equal policy
+ * priority is shuffled (Fisher-Yates over index order, place k swapped
+ * with place draw * (k + 1) >> 32, from the last place down: one draw a
+ * place but the first). Random, 200 replicas: the order the test's own
+ * shuffle of the same draws gives. With one replica erroring, the counts
+ * decide: a draw per replica and the sort, that replica last.
  */
-static void test_select_healthy_draws_in_index_order(void **state)
+static void test_select_many_healthy_shuffled_by_draws(void **state)
 {
 	size_t n = 200;
 	struct fx_spec spec = {.policy = "random", .n = n};
@@ -1101,18 +1103,69 @@ static void test_select_healthy_draws_in_index_order(void **state)
 	size_t pos = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		uint32_t rank = (uint32_t)(i * 77 % n); /* 77 is prime to 200 */
+		draws[i] = (uint32_t)(i * 2654435761u); /* spread, scripted */
+		want[i] = (uint32_t)i;
+	}
+	for (size_t k = n - 1, d = 0; k >= 1; k--, d++) {
+		size_t j = (size_t)(((uint64_t)draws[d] * (k + 1)) >> 32);
+		uint32_t t = want[k];
+
+		want[k] = want[j];
+		want[j] = t;
+	}
+	fx_draws(draws, n - 1);
+	select_now(f);
+	fx_draws_end();
+	check_order(f->sel, want, "healthy, 200 replicas");
+
+	/* The sort: by the draws, 77 prime to 200 making them a
+	 * permutation, replica 130 last for its error. */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t rank = (uint32_t)(i * 77 % n);
 
 		draws[i] = rank * 20000000u;
 		want[rank] = (uint32_t)i;
 	}
-	select_drawn(f, draws, want, "healthy, 200 replicas");
 	for (size_t k = 0; k < n; k++)
 		if (want[k] != 130)
 			want_err[pos++] = want[k];
 	want_err[pos] = 130;
 	add_errors(f->c, 130, 1);
 	select_drawn(f, draws, want_err, "one erroring, 200 replicas");
+	fx_free(f);
+}
+
+/*
+ * The shuffle keeps the classes in order and is uniform within them:
+ * first_or_random over 100 (class 0 the offset's replica, class 1 the
+ * others): the offset's replica first every time, each other replica
+ * second about as often as any, and a fixed point as often as chance
+ * gives (a shuffle that never leaves a place alone, Sattolo's, fails).
+ */
+static void test_select_many_healthy_shuffle_uniform(void **state)
+{
+	size_t n = 100;
+	int runs = 9900;
+	struct fx *f = fx_cluster("first_or_random", n, NULL,
+				  "load_balancing_first_offset = 7;");
+	int *second = calloc(n, sizeof(*second)), fixed = 0;
+
+	assert_non_null(second);
+	for (int r = 0; r < runs; r++) {
+		select_now(f);
+		assert_int_equal(f->sel->order[0], 7);
+		second[f->sel->order[1]]++;
+		fixed += f->sel->order[50] == 50;
+	}
+	/* 100 each of the 99 others, sigma about 10: 40..160. */
+	for (size_t i = 0; i < n; i++)
+		if (i != 7 && (second[i] < 40 || second[i] > 160))
+			fail_msg("replica %zu second %d times of %d", i,
+				 second[i], runs);
+	assert_int_equal(second[7], 0);
+	/* Replica 50 at place 50: 1 in 99, about 100 times. */
+	assert_in_range(fixed, 40, 160);
+	free(second);
 	fx_free(f);
 }
 
@@ -1285,7 +1338,8 @@ int main(void)
 		cmocka_unit_test(test_select_hostname_vectors),
 		cmocka_unit_test(test_select_hostname_ties),
 		cmocka_unit_test(test_select_many_replicas),
-		cmocka_unit_test(test_select_healthy_draws_in_index_order),
+		cmocka_unit_test(test_select_many_healthy_shuffled_by_draws),
+		cmocka_unit_test(test_select_many_healthy_shuffle_uniform),
 		cmocka_unit_test(test_select_many_replicas_mixed_keys),
 		cmocka_unit_test(test_select_many_ties_uniform),
 		cmocka_unit_test(test_select_round_robin_stack_boundary),
