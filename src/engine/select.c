@@ -517,6 +517,46 @@ static inline uint32_t draw(uint32_t *draws, size_t i, size_t n)
 
 /* From this many replicas, a healthy selection shuffles (see below). */
 #define SHUFFLE_MIN (STACK_KEYS + 1)
+/* Up to 2^this classes are counted four ways (count_few_classes()). */
+#define FEW_CLASSES_BITS 6
+#define WAYS		 4
+
+/*
+ * shuffle_classes()'s counting pass for a few big classes (a hostname
+ * policy: most replicas share a distance): replica i counts in tally
+ * i % WAYS, so that the increments of a class's counter do not all wait
+ * on each other, and is placed after the earlier tallies' members of its
+ * class. Leaves in count[d] where class d ends, in *left the draws the
+ * shuffle takes (len - 1 for a class of len).
+ */
+static void count_few_classes(struct rlb_selection *sel, size_t n,
+			      uint64_t qmin, unsigned wq, uint32_t *count,
+			      size_t *left)
+{
+	uint32_t at[WAYS][(1u << FEW_CLASSES_BITS)];
+	size_t classes = 1u << wq, pos = 0;
+
+	memset(at, 0, sizeof(at));
+	for (size_t i = 0; i < n; i++)
+		at[i % WAYS][ord64(sel->policy_prio[i]) - qmin]++;
+	/* Where each tally's share of each class starts. */
+	for (size_t d = 0; d < classes; d++) {
+		size_t len = 0;
+
+		for (size_t w = 0; w < WAYS; w++) {
+			uint32_t m = at[w][d];
+
+			at[w][d] = (uint32_t)pos;
+			pos += m;
+			len += m;
+		}
+		count[d] = (uint32_t)pos;
+		*left -= len > 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		sel->order[at[i % WAYS][ord64(sel->policy_prio[i]) - qmin]++] =
+			(uint32_t)i;
+}
 
 /*
  * A healthy selection over many replicas, in linear time: the replicas
@@ -533,6 +573,19 @@ static void shuffle_classes(struct rlb_selection *sel, size_t n, uint64_t qmin,
 	uint32_t draws[RANDOM_BATCH];
 	size_t left = n, at = 0, avail = 0;
 
+	if (wq == 0) {
+		/* One class (random): no counting, whose increments of one
+		 * counter would wait on each other. */
+		for (size_t i = 0; i < n; i++)
+			sel->order[i] = (uint32_t)i;
+		count[0] = (uint32_t)n;
+		left = n - 1;
+		goto shuffle;
+	}
+	if (wq <= FEW_CLASSES_BITS) {
+		count_few_classes(sel, n, qmin, wq, count, &left);
+		goto shuffle;
+	}
 	memset(count, 0, ((1u << wq) + 1) * sizeof(count[0]));
 	for (size_t i = 0; i < n; i++)
 		count[ord64(sel->policy_prio[i]) - qmin + 1]++;
@@ -545,6 +598,7 @@ static void shuffle_classes(struct rlb_selection *sel, size_t n, uint64_t qmin,
 		sel->order[count[ord64(sel->policy_prio[i]) - qmin]++] =
 			(uint32_t)i;
 	/* count[d] is now where class d ends. */
+shuffle:
 	for (size_t d = 0, start = 0; d < (1u << wq); d++) {
 		uint32_t *o = sel->order + start;
 
@@ -590,7 +644,8 @@ static bool select_packed(const struct rlb_cluster *c,
 	 * slowdowns, one config priority: nearly every selection) is ordered
 	 * by the policy's priority and the draw alone.
 	 */
-	for (size_t i = 0; i < n && !differ; i++)
+	/* The snapshot knows when they share one (a miss per replica). */
+	for (size_t i = 0; i < n && !differ && !c->one_priority; i++)
 		differ |= (uint64_t)(c->replicas[i].priority ^ prio0);
 	if (!differ) {
 		wq = range_bits(&q);

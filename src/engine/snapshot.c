@@ -33,6 +33,7 @@ static void unprepare(struct rlb_config *cfg)
 		free(c->fast_v4);
 		c->fast_v4 = NULL;
 		c->all_literal = false;
+		c->one_priority = false;
 		free((void *)c->track_stamps);
 		c->track_stamps = NULL;
 		rlb_health_detach(c->health);
@@ -60,10 +61,13 @@ static int prepare_fast(struct rlb_cluster *c)
 	if (!c->fast_v4 || !c->track_stamps)
 		return -1;
 	c->all_literal = c->nreplicas > 0;
+	c->one_priority = true;
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		const struct rlb_replica *r = &c->replicas[i];
 		uint32_t a;
 
+		if (r->priority != c->replicas[0].priority)
+			c->one_priority = false;
 		if (r->nliteral == 0)
 			c->all_literal = false;
 		for (size_t k = 0; k < r->nliteral; k++)

@@ -110,6 +110,7 @@ static int cluster_copy(struct rlb_cluster *dst, const struct rlb_cluster *src,
 	dst->host_prio = NULL;
 	dst->fast_v4 = NULL;
 	dst->all_literal = false;
+	dst->one_priority = false;
 	dst->track_stamps = NULL;
 	dst->health = NULL;
 	dst->name = dup_or_null(src->name, &ok);

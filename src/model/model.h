@@ -153,11 +153,13 @@ struct rlb_cluster {
 	 * fast_v4[i] is RLB_FAST_V4 | port << 32 | address (both in network
 	 * order; port 0: the caller's) for a replica whose one literal is
 	 * IPv4, else 0; all_literal: every replica answers from its
-	 * literals alone (none v4-mapped). track_stamps[i]: connect
-	 * tracking's record of replica i's latest handout (track_addrs.c).
+	 * literals alone (none v4-mapped); one_priority. track_stamps[i]:
+	 * connect tracking's record of replica i's latest handout
+	 * (track_addrs.c).
 	 */
 	uint64_t *fast_v4;
 	bool all_literal;
+	bool one_priority; /* every replica has the same config priority */
 	_Atomic uint64_t *track_stamps;
 	struct rlb_health *health; /* shared state, once attached */
 	char *file;		   /* file and line that defined the cluster */

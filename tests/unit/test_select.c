@@ -1170,6 +1170,52 @@ static void test_select_many_healthy_shuffle_uniform(void **state)
 }
 
 /*
+ * A healthy selection over many replicas of a hostname policy: a few
+ * big classes of distance (counted four ways), in order of distance,
+ * every replica once, and the order within a class differing from one
+ * selection to the next.
+ */
+static void test_select_many_healthy_classes_in_order(void **state)
+{
+	size_t n = 120;
+	char names[120][16];
+	const char *hosts[120];
+	struct fx *f;
+	bool moved = false;
+	uint32_t prev_second = UINT32_MAX;
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "h-%zu", i);
+		hosts[i] = names[i];
+	}
+	f = fx_cluster_local("hostname_levenshtein_distance", n, hosts, "h-5");
+	for (int r = 0; r < 20; r++) {
+		bool seen[120] = {false};
+
+		select_now(f);
+		for (size_t k = 0; k < n; k++) {
+			uint32_t i = f->sel->order[k];
+
+			assert_in_range(i, 0, n - 1);
+			assert_false(seen[i]);
+			seen[i] = true;
+			if (k)
+				assert_true(
+					f->sel->policy_prio[f->sel->order[k -
+									  1]] <=
+					f->sel->policy_prio[i]);
+		}
+		/* h-5 alone at distance 0; then the class of distance 1. */
+		assert_int_equal(f->sel->order[0], 5);
+		moved |= prev_second != UINT32_MAX &&
+			 f->sel->order[1] != prev_second;
+		prev_second = f->sel->order[1];
+	}
+	assert_true(moved);
+	fx_free(f);
+}
+
+/*
  * Whatever the sort path (packed radix, or the comparison sort when the
  * fields span more than 64 bits), a selection over many replicas is a
  * permutation ordered by (effective errors, priority, policy priority).
@@ -1340,6 +1386,7 @@ int main(void)
 		cmocka_unit_test(test_select_many_replicas),
 		cmocka_unit_test(test_select_many_healthy_shuffled_by_draws),
 		cmocka_unit_test(test_select_many_healthy_shuffle_uniform),
+		cmocka_unit_test(test_select_many_healthy_classes_in_order),
 		cmocka_unit_test(test_select_many_replicas_mixed_keys),
 		cmocka_unit_test(test_select_many_ties_uniform),
 		cmocka_unit_test(test_select_round_robin_stack_boundary),
