@@ -566,13 +566,30 @@ static void count_few_classes(struct rlb_selection *sel, size_t n,
  * per replica and a sort (design.md §3.4), for a fraction of the work
  * of sorting a thousand draws. qmin and wq: the priorities' range.
  */
-static void shuffle_classes(struct rlb_selection *sel, size_t n, uint64_t qmin,
+static void shuffle_classes(const struct rlb_cluster *c,
+			    struct rlb_selection *sel, size_t n, uint64_t qmin,
 			    unsigned wq)
 {
 	uint32_t count[(1u << MSD_MAX_BITS) + 1];
 	uint32_t draws[RANDOM_BATCH];
 	size_t left = n, at = 0, avail = 0;
 
+	if (c->host_order && n == c->nreplicas && wq > 0) {
+		/* A hostname policy's classes are the snapshot's. */
+		size_t d = 0;
+
+		memcpy(sel->order, c->host_order, n * sizeof(*sel->order));
+		for (size_t k = 1; k <= n; k++)
+			if (k == n || c->host_prio[sel->order[k]] !=
+					      c->host_prio[sel->order[k - 1]]) {
+				count[d++] = (uint32_t)k;
+				left--;
+			}
+		/* Classes past the last one found are empty. */
+		for (; d < (1u << wq); d++)
+			count[d] = (uint32_t)n;
+		goto shuffle;
+	}
 	if (wq == 0) {
 		/* One class (random): no counting, whose increments of one
 		 * counter would wait on each other. */
@@ -650,7 +667,7 @@ static bool select_packed(const struct rlb_cluster *c,
 	if (!differ) {
 		wq = range_bits(&q);
 		if (n >= SHUFFLE_MIN && wq <= MSD_MAX_BITS) {
-			shuffle_classes(sel, n, q.min, wq);
+			shuffle_classes(c, sel, n, q.min, wq);
 			return true;
 		}
 		if (wq + RANDOM_BITS + wpos > 64)

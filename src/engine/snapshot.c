@@ -30,6 +30,8 @@ static void unprepare(struct rlb_config *cfg)
 
 		free(c->host_prio);
 		c->host_prio = NULL;
+		free(c->host_order);
+		c->host_order = NULL;
 		free(c->fast_v4);
 		c->fast_v4 = NULL;
 		c->all_literal = false;

@@ -108,6 +108,7 @@ static int cluster_copy(struct rlb_cluster *dst, const struct rlb_cluster *src,
 
 	*dst = *src;
 	dst->host_prio = NULL;
+	dst->host_order = NULL;
 	dst->fast_v4 = NULL;
 	dst->all_literal = false;
 	dst->one_priority = false;

@@ -147,6 +147,10 @@ struct rlb_cluster {
 	int no_members_eai;
 	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
 	int64_t *host_prio; /* precomputed hostname priorities or NULL */
+	int64_t host_prio_min, host_prio_max; /* their range */
+	/* The replicas by hostname priority, index order within one (the
+	 * classes a healthy selection shuffles), or NULL. */
+	uint32_t *host_order;
 	/*
 	 * The hot path's view of the replicas, contiguous where the
 	 * replicas are not (a selection visits them in a random order):

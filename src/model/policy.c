@@ -250,26 +250,63 @@ static int64_t host_priority(enum rlb_policy p, const char *local,
 	}
 }
 
+/* A replica's hostname priority and index, sorted by both. */
+struct prio_index {
+	int64_t prio;
+	uint32_t index;
+};
+
+static int by_prio_then_index(const void *a, const void *b)
+{
+	const struct prio_index *x = a, *y = b;
+
+	if (x->prio != y->prio)
+		return x->prio < y->prio ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
 int rlb_policy_precompute(struct rlb_cluster *c, const char *local)
 {
 	int64_t *prio;
+	struct prio_index *pi;
 
 	free(c->host_prio);
 	c->host_prio = NULL;
+	free(c->host_order);
+	c->host_order = NULL;
 	if (!rlb_policy_uses_hostname(c->s.load_balancing) || c->nreplicas == 0)
 		return 0;
 	prio = malloc(c->nreplicas * sizeof(*prio));
-	if (!prio)
+	c->host_order = malloc(c->nreplicas * sizeof(*c->host_order));
+	pi = malloc(c->nreplicas * sizeof(*pi));
+	if (!prio || !c->host_order || !pi) {
+		free(prio);
+		free(pi);
+		free(c->host_order);
+		c->host_order = NULL;
 		return -ENOMEM;
+	}
 	if (!local)
 		local = "";
+	c->host_prio_min = INT64_MAX;
+	c->host_prio_max = INT64_MIN;
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		const char *host = c->replicas[i].host;
 
 		prio[i] = host_priority(c->s.load_balancing, local,
 					host ? host : "");
+		if (prio[i] < c->host_prio_min)
+			c->host_prio_min = prio[i];
+		if (prio[i] > c->host_prio_max)
+			c->host_prio_max = prio[i];
+		pi[i].prio = prio[i];
+		pi[i].index = (uint32_t)i;
 	}
 	c->host_prio = prio;
+	qsort(pi, c->nreplicas, sizeof(*pi), by_prio_then_index);
+	for (size_t i = 0; i < c->nreplicas; i++)
+		c->host_order[i] = pi[i].index;
+	free(pi);
 	return 0;
 }
 
@@ -368,7 +405,12 @@ void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
 			return;
 		}
 		memcpy(out, c->host_prio, n * sizeof(*out));
-		range_of(c->host_prio, n, min, max);
+		if (n == nr) {
+			*min = c->host_prio_min;
+			*max = c->host_prio_max;
+		} else {
+			range_of(c->host_prio, n, min, max);
+		}
 		return;
 	case RLB_POLICY_FIRST_OR_RANDOM: {
 		/* 0 for replica[offset mod N] (as rlb_policy_priority()

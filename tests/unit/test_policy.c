@@ -458,6 +458,24 @@ static void test_policy_precompute_host_as_written(void **state)
 	fx_free(f);
 }
 
+/* With the vector: its range, and the replicas in order of it, ties by
+ * index (the classes a healthy selection over many replicas shuffles). */
+static void test_policy_precompute_range_and_order(void **state)
+{
+	static const char *const hosts[] = {"b2", "a1", "c3", "a2", "a9"};
+	struct fx *f = fx_cluster_local("nearest_hostname", 5, hosts, "a1");
+	struct rlb_cluster *c = f->c;
+	/* Differing characters from "a1": 2, 0, 2, 1, 1. */
+	static const uint32_t want[] = {1, 3, 4, 0, 2};
+
+	assert_int_equal(c->host_prio_min, 0);
+	assert_int_equal(c->host_prio_max, 2);
+	assert_non_null(c->host_order);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(c->host_order[i], want[i]);
+	fx_free(f);
+}
+
 /* Switching to a non-hostname policy frees the vector (valgrind checks). */
 static void test_policy_precompute_clears_for_other_policies(void **state)
 {
@@ -673,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_policy_levenshtein_long_strings),
 		cmocka_unit_test(test_policy_precompute_vectors),
 		cmocka_unit_test(test_policy_precompute_host_as_written),
+		cmocka_unit_test(test_policy_precompute_range_and_order),
 		cmocka_unit_test(
 			test_policy_precompute_clears_for_other_policies),
 		cmocka_unit_test(test_policy_priority_hostname_without_vector),
