@@ -102,7 +102,7 @@ void rlb_scratch_put(void *p, size_t cap);
 uint64_t rlb_hash64(const void *data, size_t len, uint64_t seed);
 
 /*
- * Per-thread xorshift random numbers, seeded from getrandom(), pid,
+ * Per-thread random numbers (splitmix64), seeded from getrandom(), pid,
  * thread and time; reseeded automatically in a forked child (see
  * rlb_util_after_fork_child()).
  */

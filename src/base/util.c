@@ -59,19 +59,17 @@ static void rng_seed(unsigned generation)
 	seed ^= (uint64_t)rlb_libc()->getpid() << 32;
 	seed ^= (uint64_t)(uintptr_t)&rng_state;
 	rng_state = splitmix64(&seed);
-	if (rng_state == 0)
-		rng_state = 0x2545f4914f6cdd1dULL;
 	rng_generation = generation;
 	errno = saved;
 }
 
-/* xorshift64* */
-static inline uint32_t xorshift_next(uint64_t *x)
+/*
+ * splitmix64's high half: a counter and a mix, so that the draws of a
+ * batch do not wait on each other as a shift register's steps do.
+ */
+static inline uint32_t rng_next(uint64_t *x)
 {
-	*x ^= *x >> 12;
-	*x ^= *x << 25;
-	*x ^= *x >> 27;
-	return (uint32_t)((*x * 0x2545f4914f6cdd1dULL) >> 32);
+	return (uint32_t)(splitmix64(x) >> 32);
 }
 
 uint32_t rlb_random_u32(void)
@@ -84,7 +82,7 @@ uint32_t rlb_random_u32(void)
 		return rng_source(rng_source_arg);
 	if (rng_generation != gen)
 		rng_seed(gen);
-	return xorshift_next(&rng_state);
+	return rng_next(&rng_state);
 }
 
 void rlb_random_fill(uint32_t *out, size_t n)
@@ -103,7 +101,7 @@ void rlb_random_fill(uint32_t *out, size_t n)
 		rng_seed(gen);
 	x = rng_state;
 	for (size_t i = 0; i < n; i++)
-		out[i] = xorshift_next(&x);
+		out[i] = rng_next(&x);
 	rng_state = x;
 }
 
