@@ -55,6 +55,7 @@ struct addr_table {
 
 struct addr_table *_Atomic rlb_addr_table;
 atomic_bool rlb_addr_active;
+_Atomic uint64_t rlb_addr_filter4[RLB_FILTER4_BITS / 64];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 /* Set once tables_init() has run: resolutions skip pthread_once(). */
 static atomic_bool tables_ready;
@@ -256,6 +257,16 @@ static struct addr_slot *table_slot(struct addr_table *t, const struct dest *d,
 	size_t home = addr_home(d);
 
 	*fresh = false;
+	/* The summary first, for every IPv4 address (its bit is not the
+	 * home's): a connect that finds the home bit finds it too. Written
+	 * only when it changes, as the home bits. */
+	if (d->family == AF_INET && !rlb_addr_filter4_has((uint32_t)d->w[0])) {
+		size_t f = rlb_addr_filter4_index((uint32_t)d->w[0]);
+
+		atomic_fetch_or_explicit(&rlb_addr_filter4[f / 64],
+					 1ULL << (f % 64),
+					 memory_order_release);
+	}
 	if (!(atomic_load_explicit(&t->home_bits[home / 64],
 				   memory_order_relaxed) &
 	      (1ULL << (home % 64))))

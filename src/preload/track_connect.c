@@ -488,13 +488,15 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 }
 
 /*
- * Pages this thread has lately seen readable: their number + 1, 0 free.
- * A process that connects from the same buffers again and again (a stack
- * frame, an addrinfo list, a static) asks the kernel once per page.
+ * Pages this thread has lately seen readable: their number + 1 (0 free),
+ * page P at P % READABLE_PAGES. A process that connects from the same
+ * buffers again and again (a stack frame, an addrinfo list, a static)
+ * asks the kernel once per page. No page the kernel refused is ever in
+ * it, so a hit also says "not NULL, not the first page, not a kernel
+ * address".
  */
-#define READABLE_PAGES 4
+#define READABLE_PAGES 8
 static RLB_TLS uintptr_t readable_pages[READABLE_PAGES];
-static RLB_TLS unsigned readable_next;
 
 /*
  * Whether the page holding p can be read, asked of the kernel: a futex
@@ -514,34 +516,36 @@ static bool page_readable(uintptr_t p)
 	return ok;
 }
 
-/*
- * Whether the bytes of sa that maybe_replica() reads lie in a page this
- * thread has lately seen readable: 0 no, 1 yes, -1 not known (ask
- * readable()). Null, the first page and addresses outside the user half
- * are refused at once. Loads and compares only, for the pass-through.
- */
-static inline __attribute__((always_inline)) int
-readable_cached(const struct sockaddr *sa, socklen_t len)
+/* The last byte of sa that maybe_replica() may read (len >= 16). */
+static inline uintptr_t last_byte(const struct sockaddr *sa, socklen_t len)
 {
-	size_t n = len < sizeof(struct sockaddr_in6)
-			   ? len
-			   : sizeof(struct sockaddr_in6);
-	/* The last byte maybe_replica() may read, as readable() sees it. */
-	uintptr_t p = (uintptr_t)sa, last = p + n - 1, page = (p >> 12) + 1;
-	/* Each test a value, not a branch: the branch predictor has often
-	 * forgotten this code by the next connect (a system call between),
-	 * and every branch of it is then a guess. Below 2^56, last cannot
-	 * wrap around. */
-	bool out = (len < sizeof(struct sockaddr_in)) | (p < 4096) |
-		   ((p >> 56) != 0);
-	bool seen = ((p >> 12) == (last >> 12)) &
-		    ((readable_pages[0] == page) | (readable_pages[1] == page) |
-		     (readable_pages[2] == page) | (readable_pages[3] == page));
+	return (uintptr_t)sa +
+	       (len < sizeof(struct sockaddr_in6)
+			? len
+			: sizeof(struct sockaddr_in6)) -
+	       1;
+}
 
-	/* Shorter than an IPv4 address: no replica's, nothing to read. */
-	if (__builtin_expect(out, 0))
-		return 0;
-	return seen ? 1 : -1;
+/* Whether page pg is in this thread's cache. */
+static inline bool page_seen(uintptr_t pg)
+{
+	return readable_pages[pg % READABLE_PAGES] == pg + 1;
+}
+
+/*
+ * Whether all of sa that maybe_replica() may read lies in one page that
+ * this thread has seen: the pass-through's test, in a handful of
+ * instructions (its cost is the instructions themselves, fetched anew
+ * after the system call of the connect before). A sockaddr that ends
+ * within the last bytes of a page takes the careful way, which finds
+ * both pages in the cache without asking the kernel again.
+ */
+static inline bool page_known(const struct sockaddr *sa)
+{
+	uintptr_t p = (uintptr_t)sa;
+
+	return ((p & 4095) <= 4096 - sizeof(struct sockaddr_in6)) &
+	       page_seen(p >> 12);
 }
 
 /*
@@ -553,23 +557,19 @@ readable_cached(const struct sockaddr *sa, socklen_t len)
  */
 static bool readable(const struct sockaddr *sa, socklen_t len)
 {
-	size_t n = len < sizeof(struct sockaddr_in6)
-			   ? len
-			   : sizeof(struct sockaddr_in6);
-	uintptr_t p = (uintptr_t)sa, page = p >> 12, end;
-	int known = readable_cached(sa, len);
+	uintptr_t p = (uintptr_t)sa, last = last_byte(sa, len);
+	uintptr_t pg = p >> 12, pg2 = last >> 12;
 
-	if (known >= 0)
-		return known;
-	end = (p + n - 1) >> 12;
-	if (!page_readable(p) || (end != page && !page_readable(end << 12)))
+	if (p < 4096 || last < p)
 		return false;
-	if (page == end)
-		readable_pages[readable_next++ % READABLE_PAGES] = page + 1;
+	if (!page_seen(pg) && !page_readable(p))
+		return false;
+	if (pg2 != pg && !page_seen(pg2) && !page_readable(pg2 << 12))
+		return false;
+	readable_pages[pg % READABLE_PAGES] = pg + 1;
+	readable_pages[pg2 % READABLE_PAGES] = pg2 + 1;
 	return true;
 }
-
-_Static_assert(READABLE_PAGES == 4, "readable_cached() compares 4 pages");
 
 /* A connect that is no replica's, on a socket that may have a pending
  * attempt of a replica's: that attempt is over. */
@@ -580,17 +580,26 @@ connect_other(int fd, const struct sockaddr *sa, socklen_t len)
 	return rlb_libc()->connect(fd, sa, len);
 }
 
+/* sa is readable; is it a replica's (the exact look)? */
+static __attribute__((noinline)) int
+connect_maybe(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	if (rlb_addr_maybe_replica(sa, len))
+		return connect_replica(fd, sa, len);
+	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
+		return connect_other(fd, sa, len);
+	return rlb_libc()->connect(fd, sa, len);
+}
+
 /* Not known at a glance: the kernel says whether sa can be read. */
 static __attribute__((noinline)) int
 connect_unknown(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	if (!readable(sa, len) || !rlb_addr_maybe_replica(sa, len)) {
-		if (atomic_load_explicit(&rlb_pending_count,
-					 memory_order_relaxed))
-			return connect_other(fd, sa, len);
-		return rlb_libc()->connect(fd, sa, len);
-	}
-	return connect_replica(fd, sa, len);
+	if (readable(sa, len))
+		return connect_maybe(fd, sa, len);
+	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
+		return connect_other(fd, sa, len);
+	return rlb_libc()->connect(fd, sa, len);
 }
 
 /* Before any handout: libc's connect, bound first if need be. Out of
@@ -601,24 +610,33 @@ connect_inactive(int fd, const struct sockaddr *sa, socklen_t len)
 	return rlb_libc()->connect(fd, sa, len);
 }
 
+/*
+ * The pass-through: a page this thread has seen, then (IPv4) one bit of
+ * the summary of every address handed out; anything else takes the full
+ * look, out of line.
+ */
 int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-	int known;
+	uint32_t a;
 
 	/* A process that was never handed a replica's address passes
 	 * every connect() through without reading a byte of it. */
 	if (!atomic_load_explicit(&rlb_addr_active, memory_order_relaxed))
 		return connect_inactive(fd, sa, len);
-	/*
-	 * The pass-through, kept free of calls so that it saves no
-	 * registers: a page seen lately, then the home bit. Tracking is
-	 * active only after a handout, which bound the libc table.
-	 */
-	known = readable_cached(sa, len);
-	if (__builtin_expect(known < 0, 0))
+	/* Shorter than an IPv4 address: no replica's, nothing to read. */
+	if (__builtin_expect(len < sizeof(struct sockaddr_in), 0))
+		goto pass;
+	if (__builtin_expect(!page_known(sa), 0))
 		return connect_unknown(fd, sa, len);
-	if (__builtin_expect(known && rlb_addr_maybe_replica(sa, len), 0))
-		return connect_replica(fd, sa, len);
+	if (__builtin_expect(sa->sa_family != AF_INET, 0)) {
+		if (sa->sa_family == AF_INET6)
+			return connect_maybe(fd, sa, len);
+		goto pass;
+	}
+	memcpy(&a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	if (__builtin_expect(rlb_addr_filter4_has(a), 0))
+		return connect_maybe(fd, sa, len);
+pass:
 	if (__builtin_expect(atomic_load_explicit(&rlb_pending_count,
 						  memory_order_relaxed) != 0,
 			     0))

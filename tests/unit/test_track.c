@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -189,6 +190,40 @@ static void test_track_other_address_not_counted(void **state)
 	rlb_track_close(fd);
 	for (int r = 0; r < 3; r++)
 		assert_int_equal(errors(r), 0);
+}
+
+/*
+ * The pass-through's shortcuts decide nothing on their own: an address
+ * whose bit in the IPv4 summary a replica set (127.0.1.1 shares
+ * 127.0.0.1's last 14 bits) is not counted, and a replica's address in
+ * the last bytes of a page (the careful way) is.
+ */
+static void test_track_shortcuts_are_exact(void **state)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct sockaddr_in sin = loopback(port_closed), *edge;
+	int fd;
+
+	assert_true(mem != MAP_FAILED);
+	/* The page after is gone: nothing past the sockaddr is readable. */
+	assert_int_equal(munmap(mem + page, page), 0);
+	sin.sin_addr.s_addr = htonl(0x7f000101); /* 127.0.1.1 */
+	assert_true(rlb_addr_filter4_has(sin.sin_addr.s_addr));
+	fd = tcp_socket(false);
+	rlb_track_connect(fd, (void *)&sin, sizeof(sin));
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_REFUSER), 0);
+	edge = (struct sockaddr_in *)(mem + page - sizeof(*edge));
+	*edge = loopback(port_closed);
+	fd = tcp_socket(false);
+	assert_int_equal(rlb_track_connect(fd, (void *)edge, sizeof(*edge)),
+			 -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	rlb_track_close(fd);
+	assert_int_equal(errors(R_REFUSER), 1);
+	munmap(mem, page);
 }
 
 static void test_track_success_not_counted(void **state)
@@ -581,6 +616,7 @@ int main(void)
 		cmocka_unit_test_setup(test_track_other_address_not_counted,
 				       handout),
 		cmocka_unit_test_setup(test_track_success_not_counted, handout),
+		cmocka_unit_test_setup(test_track_shortcuts_are_exact, handout),
 		cmocka_unit_test_setup(
 			test_track_nonblocking_refused_counts_once, handout),
 		cmocka_unit_test_setup(
