@@ -385,10 +385,11 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 			/* The run of literal replicas from here, at once. */
 			size_t end = k + 1, answered;
 
-			/* The snapshot knows when they all do. */
-			if (c->all_literal && !sink->skip)
+			/* A sink that skips replicas gets them one by one;
+			 * the snapshot knows when they all are literal. */
+			if (!sink->skip && c->all_literal)
 				end = sel->n;
-			while (end < sel->n &&
+			while (!sink->skip && end < sel->n &&
 			       literal_answers(&c->replicas[sel->order[end]],
 					       &lq))
 				end++;
