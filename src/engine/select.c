@@ -590,6 +590,21 @@ static void shuffle_classes(const struct rlb_cluster *c,
 			count[d] = (uint32_t)n;
 		goto shuffle;
 	}
+	if (c->s.load_balancing == RLB_POLICY_FIRST_OR_RANDOM && wq == 1 &&
+	    n == c->nreplicas) {
+		/* The first replica, then the others in index order: the
+		 * classes are known without counting. */
+		size_t off = rlb_policy_first_index(c), k = 1;
+
+		sel->order[0] = (uint32_t)off;
+		for (size_t i = 0; i < n; i++)
+			if (i != off)
+				sel->order[k++] = (uint32_t)i;
+		count[0] = 1;
+		count[1] = (uint32_t)n;
+		left = n - 2;
+		goto shuffle;
+	}
 	if (wq == 0) {
 		/* One class (random): no counting, whose increments of one
 		 * counter would wait on each other. */

@@ -56,6 +56,8 @@ int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
  */
 int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 			    uint64_t rr_last);
+/* first_or_random's first replica: load_balancing_first_offset mod N. */
+size_t rlb_policy_first_index(const struct rlb_cluster *c);
 /*
  * The same for replicas 0..n-1 (n <= c->nreplicas) into out[], and the
  * smallest and largest of them into *min and *max (the selection packs

@@ -310,12 +310,27 @@ int rlb_policy_precompute(struct rlb_cluster *c, const char *local)
 	return 0;
 }
 
+size_t rlb_policy_first_index(const struct rlb_cluster *c)
+{
+	int64_t n = (int64_t)c->nreplicas, off = c->s.first_offset;
+
+	if (n <= 0)
+		return 0;
+	/* Mathematical modulo: the config rejects negative offsets, but
+	 * one that slips through still names a valid index. */
+	if (off < 0 || off >= n) {
+		off %= n;
+		if (off < 0)
+			off += n;
+	}
+	return (size_t)off;
+}
+
 int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 			    uint64_t rr_last)
 {
 	uint64_t n = c->nreplicas;
 	uint64_t k, l, v;
-	int64_t off;
 
 	if (n == 0)
 		return 0;
@@ -330,15 +345,7 @@ int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
 	case RLB_POLICY_IN_ORDER:
 		return (int64_t)i;
 	case RLB_POLICY_FIRST_OR_RANDOM:
-		/* Mathematical modulo: the config rejects negative offsets,
-		 * but one that slips through still names a valid index. */
-		off = c->s.first_offset;
-		if (off < 0 || (uint64_t)off >= n) {
-			off %= (int64_t)n;
-			if (off < 0)
-				off += (int64_t)n;
-		}
-		return k == (uint64_t)off ? 0 : 1;
+		return k == rlb_policy_first_index(c) ? 0 : 1;
 	case RLB_POLICY_ROUND_ROBIN:
 		/* (i - L - 1) mod N, unsigned: k + N - 1 - L is in [0, 2N). */
 		l = rr_last < n ? rr_last : rr_last % n;
@@ -413,19 +420,13 @@ void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
 		}
 		return;
 	case RLB_POLICY_FIRST_OR_RANDOM: {
-		/* 0 for replica[offset mod N] (as rlb_policy_priority()
-		 * takes it), 1 for the others. */
-		int64_t off = c->s.first_offset;
+		/* 0 for replica[offset mod N], 1 for the others. */
+		size_t off = rlb_policy_first_index(c);
 
-		if (off < 0 || (uint64_t)off >= nr) {
-			off %= (int64_t)nr;
-			if (off < 0)
-				off += (int64_t)nr;
-		}
 		for (size_t i = 0; i < n; i++)
-			out[i] = i != (uint64_t)off;
-		*min = (uint64_t)off < n ? 0 : 1;
-		*max = n > 1 || (uint64_t)off >= n ? 1 : 0;
+			out[i] = i != off;
+		*min = off < n ? 0 : 1;
+		*max = n > 1 || off >= n ? 1 : 0;
 		return;
 	}
 	default:
