@@ -517,54 +517,38 @@ static inline uint32_t draw(uint32_t *draws, size_t i, size_t n)
 
 /* From this many replicas, a healthy selection shuffles (see below). */
 #define SHUFFLE_MIN (STACK_KEYS + 1)
-/* Up to 2^this classes are counted four ways (count_few_classes()). */
-#define FEW_CLASSES_BITS 6
-#define WAYS		 4
 
-/*
- * shuffle_classes()'s counting pass for a few big classes (a hostname
- * policy: most replicas share a distance): replica i counts in tally
- * i % WAYS, so that the increments of a class's counter do not all wait
- * on each other, and is placed after the earlier tallies' members of its
- * class. Leaves in count[d] where class d ends, in *left the draws the
- * shuffle takes (len - 1 for a class of len).
- */
-static void count_few_classes(struct rlb_selection *sel, size_t n,
-			      uint64_t qmin, unsigned wq, uint32_t *count,
-			      size_t *left)
+/* Shuffle o[0 .. len) (Fisher-Yates, from the last place down). */
+static void shuffle(uint32_t *o, size_t len, uint32_t *draws, size_t *at,
+		    size_t *avail, size_t *left)
 {
-	uint32_t at[WAYS][(1u << FEW_CLASSES_BITS)];
-	size_t classes = 1u << wq, pos = 0;
+	for (size_t k = len; k-- > 1;) {
+		uint32_t t;
+		size_t j;
 
-	memset(at, 0, sizeof(at));
-	for (size_t i = 0; i < n; i++)
-		at[i % WAYS][ord64(sel->policy_prio[i]) - qmin]++;
-	/* Where each tally's share of each class starts. */
-	for (size_t d = 0; d < classes; d++) {
-		size_t len = 0;
-
-		for (size_t w = 0; w < WAYS; w++) {
-			uint32_t m = at[w][d];
-
-			at[w][d] = (uint32_t)pos;
-			pos += m;
-			len += m;
+		if (*at == *avail) {
+			*avail = *left < RANDOM_BATCH ? *left : RANDOM_BATCH;
+			rlb_random_fill(draws, *avail);
+			*left -= *avail;
+			*at = 0;
 		}
-		count[d] = (uint32_t)pos;
-		*left -= len > 0;
+		/* A place in 0..k: Lemire's multiply (its bias, k / 2^32,
+		 * is far below what a test could see). */
+		j = (size_t)(((uint64_t)draws[(*at)++] * (k + 1)) >> 32);
+		t = o[k];
+		o[k] = o[j];
+		o[j] = t;
 	}
-	for (size_t i = 0; i < n; i++)
-		sel->order[at[i % WAYS][ord64(sel->policy_prio[i]) - qmin]++] =
-			(uint32_t)i;
 }
 
 /*
  * A healthy selection over many replicas, in linear time: the replicas
- * by class of policy priority (a counting pass, index order within a
- * class), then each class shuffled (Fisher-Yates, one draw per place
- * but the last). Every order of a tie class is as likely as with a draw
- * per replica and a sort (design.md §3.4), for a fraction of the work
- * of sorting a thousand draws. qmin and wq: the priorities' range.
+ * by class of policy priority, index order within a class (the
+ * snapshot's layout; a counting pass for round_robin, whose priorities
+ * turn), then each class shuffled: one draw per place but the first of
+ * a class. Every order of a tie class is as likely as with a draw per
+ * replica and a sort (design.md §3), for a fraction of the work of
+ * sorting a thousand draws. qmin and wq: the priorities' range.
  */
 static void shuffle_classes(const struct rlb_cluster *c,
 			    struct rlb_selection *sel, size_t n, uint64_t qmin,
@@ -572,88 +556,31 @@ static void shuffle_classes(const struct rlb_cluster *c,
 {
 	uint32_t count[(1u << MSD_MAX_BITS) + 1];
 	uint32_t draws[RANDOM_BATCH];
-	size_t left = n, at = 0, avail = 0;
+	const uint32_t *ends = count;
+	size_t classes = 0, left, at = 0, avail = 0;
 
-	if (c->host_order && n == c->nreplicas && wq > 0) {
-		/* A hostname policy's classes are the snapshot's. */
-		size_t d = 0;
-
-		memcpy(sel->order, c->host_order, n * sizeof(*sel->order));
-		for (size_t k = 1; k <= n; k++)
-			if (k == n || c->host_prio[sel->order[k]] !=
-					      c->host_prio[sel->order[k - 1]]) {
-				count[d++] = (uint32_t)k;
-				left--;
-			}
-		/* Classes past the last one found are empty. */
-		for (; d < (1u << wq); d++)
-			count[d] = (uint32_t)n;
-		goto shuffle;
-	}
-	if (c->s.load_balancing == RLB_POLICY_FIRST_OR_RANDOM && wq == 1 &&
-	    n == c->nreplicas) {
-		/* The first replica, then the others in index order: the
-		 * classes are known without counting. */
-		size_t off = rlb_policy_first_index(c), k = 1;
-
-		sel->order[0] = (uint32_t)off;
+	if (c->class_order && n == c->nreplicas) {
+		memcpy(sel->order, c->class_order, n * sizeof(*sel->order));
+		ends = c->class_ends;
+		classes = c->nclasses;
+	} else {
+		memset(count, 0, ((1u << wq) + 1) * sizeof(count[0]));
 		for (size_t i = 0; i < n; i++)
-			if (i != off)
-				sel->order[k++] = (uint32_t)i;
-		count[0] = 1;
-		count[1] = (uint32_t)n;
-		left = n - 2;
-		goto shuffle;
-	}
-	if (wq == 0) {
-		/* One class (random): no counting, whose increments of one
-		 * counter would wait on each other. */
+			count[ord64(sel->policy_prio[i]) - qmin + 1]++;
+		for (size_t d = 1; d <= (1u << wq); d++)
+			count[d] += count[d - 1];
 		for (size_t i = 0; i < n; i++)
-			sel->order[i] = (uint32_t)i;
-		count[0] = (uint32_t)n;
-		left = n - 1;
-		goto shuffle;
+			sel->order[count[ord64(sel->policy_prio[i]) - qmin]++] =
+				(uint32_t)i;
+		/* count[d] is now where class d ends. */
+		classes = (size_t)1 << wq;
 	}
-	if (wq <= FEW_CLASSES_BITS) {
-		count_few_classes(sel, n, qmin, wq, count, &left);
-		goto shuffle;
-	}
-	memset(count, 0, ((1u << wq) + 1) * sizeof(count[0]));
-	for (size_t i = 0; i < n; i++)
-		count[ord64(sel->policy_prio[i]) - qmin + 1]++;
-	/* Each class of len takes len - 1 draws. */
-	for (size_t d = 1; d <= (1u << wq); d++) {
-		left -= count[d] > 0;
-		count[d] += count[d - 1];
-	}
-	for (size_t i = 0; i < n; i++)
-		sel->order[count[ord64(sel->policy_prio[i]) - qmin]++] =
-			(uint32_t)i;
-	/* count[d] is now where class d ends. */
-shuffle:
-	for (size_t d = 0, start = 0; d < (1u << wq); d++) {
-		uint32_t *o = sel->order + start;
-
-		for (size_t k = count[d] - start; k-- > 1;) {
-			uint32_t t;
-			size_t j;
-
-			if (at == avail) {
-				avail = left < RANDOM_BATCH ? left
-							    : RANDOM_BATCH;
-				rlb_random_fill(draws, avail);
-				left -= avail;
-				at = 0;
-			}
-			/* A place in 0..k: Lemire's multiply (its bias,
-			 * k / 2^32, is far below what a test could see). */
-			j = (size_t)(((uint64_t)draws[at++] * (k + 1)) >> 32);
-			t = o[k];
-			o[k] = o[j];
-			o[j] = t;
-		}
-		start = count[d];
-	}
+	left = n;
+	for (size_t d = 0, start = 0; d < classes; start = ends[d++])
+		left -= ends[d] > start;
+	for (size_t d = 0, start = 0; d < classes; start = ends[d++])
+		shuffle(sel->order + start, ends[d] - start, draws, &at, &avail,
+			&left);
 }
 
 /*

@@ -30,8 +30,11 @@ static void unprepare(struct rlb_config *cfg)
 
 		free(c->host_prio);
 		c->host_prio = NULL;
-		free(c->host_order);
-		c->host_order = NULL;
+		free(c->class_order);
+		c->class_order = NULL;
+		free(c->class_ends);
+		c->class_ends = NULL;
+		c->nclasses = 0;
 		free(c->fast_v4);
 		c->fast_v4 = NULL;
 		c->all_literal = false;

@@ -108,7 +108,9 @@ static int cluster_copy(struct rlb_cluster *dst, const struct rlb_cluster *src,
 
 	*dst = *src;
 	dst->host_prio = NULL;
-	dst->host_order = NULL;
+	dst->class_order = NULL;
+	dst->class_ends = NULL;
+	dst->nclasses = 0;
 	dst->fast_v4 = NULL;
 	dst->all_literal = false;
 	dst->one_priority = false;

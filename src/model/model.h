@@ -150,9 +150,12 @@ struct rlb_cluster {
 	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
 	int64_t *host_prio; /* precomputed hostname priorities or NULL */
 	int64_t host_prio_min, host_prio_max; /* their range */
-	/* The replicas by hostname priority, index order within one (the
-	 * classes a healthy selection shuffles), or NULL. */
-	uint32_t *host_order;
+	/* The replicas by policy priority, index order within one, and
+	 * where each of the nclasses classes of equal priority ends (the
+	 * classes a healthy selection shuffles); NULL for round_robin. */
+	uint32_t *class_order;
+	uint32_t *class_ends;
+	size_t nclasses;
 	/*
 	 * The hot path's view of the replicas, contiguous where the
 	 * replicas are not (a selection visits them in a random order):

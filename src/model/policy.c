@@ -265,48 +265,78 @@ static int by_prio_then_index(const void *a, const void *b)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/*
+ * The replicas by their policy priority, ties by index, and where each
+ * class of equal priority ends: c->class_order and c->class_ends. For
+ * every policy but round_robin, whose priorities turn every selection.
+ */
+static int precompute_classes(struct rlb_cluster *c)
+{
+	size_t n = c->nreplicas;
+	struct prio_index *pi = malloc(n * sizeof(*pi));
+
+	c->class_order = malloc(n * sizeof(*c->class_order));
+	c->class_ends = malloc(n * sizeof(*c->class_ends));
+	c->nclasses = 0;
+	if (!pi || !c->class_order || !c->class_ends) {
+		free(pi);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		pi[i].prio = rlb_policy_priority(c, i, 0);
+		pi[i].index = (uint32_t)i;
+	}
+	qsort(pi, n, sizeof(*pi), by_prio_then_index);
+	for (size_t k = 0; k < n; k++) {
+		c->class_order[k] = pi[k].index;
+		if (k + 1 == n || pi[k + 1].prio != pi[k].prio)
+			c->class_ends[c->nclasses++] = (uint32_t)(k + 1);
+	}
+	free(pi);
+	return 0;
+}
+
 int rlb_policy_precompute(struct rlb_cluster *c, const char *local)
 {
 	int64_t *prio;
-	struct prio_index *pi;
 
 	free(c->host_prio);
 	c->host_prio = NULL;
-	free(c->host_order);
-	c->host_order = NULL;
-	if (!rlb_policy_uses_hostname(c->s.load_balancing) || c->nreplicas == 0)
+	free(c->class_order);
+	c->class_order = NULL;
+	free(c->class_ends);
+	c->class_ends = NULL;
+	c->nclasses = 0;
+	if (c->nreplicas == 0)
 		return 0;
-	prio = malloc(c->nreplicas * sizeof(*prio));
-	c->host_order = malloc(c->nreplicas * sizeof(*c->host_order));
-	pi = malloc(c->nreplicas * sizeof(*pi));
-	if (!prio || !c->host_order || !pi) {
-		free(prio);
-		free(pi);
-		free(c->host_order);
-		c->host_order = NULL;
+	if (rlb_policy_uses_hostname(c->s.load_balancing)) {
+		prio = malloc(c->nreplicas * sizeof(*prio));
+		if (!prio)
+			return -ENOMEM;
+		if (!local)
+			local = "";
+		c->host_prio_min = INT64_MAX;
+		c->host_prio_max = INT64_MIN;
+		for (size_t i = 0; i < c->nreplicas; i++) {
+			const char *host = c->replicas[i].host;
+
+			prio[i] = host_priority(c->s.load_balancing, local,
+						host ? host : "");
+			if (prio[i] < c->host_prio_min)
+				c->host_prio_min = prio[i];
+			if (prio[i] > c->host_prio_max)
+				c->host_prio_max = prio[i];
+		}
+		c->host_prio = prio;
+	}
+	if (!rlb_policy_uses_counter(c->s.load_balancing) &&
+	    precompute_classes(c) < 0) {
+		free(c->class_order);
+		c->class_order = NULL;
+		free(c->class_ends);
+		c->class_ends = NULL;
 		return -ENOMEM;
 	}
-	if (!local)
-		local = "";
-	c->host_prio_min = INT64_MAX;
-	c->host_prio_max = INT64_MIN;
-	for (size_t i = 0; i < c->nreplicas; i++) {
-		const char *host = c->replicas[i].host;
-
-		prio[i] = host_priority(c->s.load_balancing, local,
-					host ? host : "");
-		if (prio[i] < c->host_prio_min)
-			c->host_prio_min = prio[i];
-		if (prio[i] > c->host_prio_max)
-			c->host_prio_max = prio[i];
-		pi[i].prio = prio[i];
-		pi[i].index = (uint32_t)i;
-	}
-	c->host_prio = prio;
-	qsort(pi, c->nreplicas, sizeof(*pi), by_prio_then_index);
-	for (size_t i = 0; i < c->nreplicas; i++)
-		c->host_order[i] = pi[i].index;
-	free(pi);
 	return 0;
 }
 

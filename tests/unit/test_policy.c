@@ -470,9 +470,14 @@ static void test_policy_precompute_range_and_order(void **state)
 
 	assert_int_equal(c->host_prio_min, 0);
 	assert_int_equal(c->host_prio_max, 2);
-	assert_non_null(c->host_order);
+	assert_non_null(c->class_order);
 	for (size_t i = 0; i < 5; i++)
-		assert_int_equal(c->host_order[i], want[i]);
+		assert_int_equal(c->class_order[i], want[i]);
+	/* Classes 0 | 1 1 | 2 2. */
+	assert_int_equal(c->nclasses, 3);
+	assert_int_equal(c->class_ends[0], 1);
+	assert_int_equal(c->class_ends[1], 3);
+	assert_int_equal(c->class_ends[2], 5);
 	fx_free(f);
 }
 
