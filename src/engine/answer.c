@@ -300,14 +300,10 @@ static socklen_t literal_sockaddr(const struct rlb_addr *lit, uint16_t port,
 static bool mapped_for_v4(const struct rlb_replica *r,
 			  const struct rlb_literal_question *lq)
 {
-	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
-					   0, 0, 0, 0, 0xff, 0xff};
-
 	if (lq->family != AF_INET)
 		return false;
 	for (size_t a = 0; a < r->nliteral; a++)
-		if (r->literal[a].family == AF_INET6 &&
-		    memcmp(r->literal[a].bytes, prefix, sizeof(prefix)) == 0)
+		if (rlb_addr_v4_mapped(&r->literal[a]))
 			return true;
 	return false;
 }

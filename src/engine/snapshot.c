@@ -46,16 +46,6 @@ static void unprepare(struct rlb_config *cfg)
 	}
 }
 
-/* Whether literal a is an IPv4-mapped IPv6 address. */
-static bool v4_mapped(const struct rlb_addr *a)
-{
-	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
-					   0, 0, 0, 0, 0xff, 0xff};
-
-	return a->family == AF_INET6 &&
-	       memcmp(a->bytes, prefix, sizeof(prefix)) == 0;
-}
-
 /* The hot path's view of c's replicas (rlb_cluster.fast_v4). */
 static int prepare_fast(struct rlb_cluster *c)
 {
@@ -76,7 +66,7 @@ static int prepare_fast(struct rlb_cluster *c)
 		if (r->nliteral == 0)
 			c->all_literal = false;
 		for (size_t k = 0; k < r->nliteral; k++)
-			if (v4_mapped(&r->literal[k]))
+			if (rlb_addr_v4_mapped(&r->literal[k]))
 				c->all_literal = false;
 		if (r->nliteral != 1 || r->literal[0].family != AF_INET ||
 		    r->port < 0 || r->port > 65535)

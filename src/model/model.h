@@ -3,6 +3,8 @@
 #ifndef RLB_MODEL_H
 #define RLB_MODEL_H
 
+#include <string.h>
+
 #include "base/base.h"
 
 /* ------------------------------------------------------------------ */
@@ -89,6 +91,16 @@ struct rlb_addr {
 	int family;	   /* AF_INET or AF_INET6 */
 	uint8_t bytes[16]; /* 4 or 16 bytes, network order */
 };
+
+/* Whether a is an IPv4-mapped IPv6 address (::ffff:a.b.c.d). */
+static inline bool rlb_addr_v4_mapped(const struct rlb_addr *a)
+{
+	static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+					   0, 0, 0, 0, 0xff, 0xff};
+
+	return a->family == AF_INET6 &&
+	       memcmp(a->bytes, prefix, sizeof(prefix)) == 0;
+}
 
 /* Where a replica came from (design.md §15). */
 enum rlb_replica_source {

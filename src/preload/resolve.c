@@ -35,29 +35,78 @@ static void warn_unresolvable(const struct rlb_cluster *c, int rc)
 }
 
 /*
- * The one builder of result nodes: an addrinfo in glibc's layout (node
- * and sockaddr in one malloc, so libc's freeaddrinfo() frees it), handed
- * out for replica idx of c (tracked for error attribution) and linked at
- * *tail. Returns false when out of memory.
+ * The one allocator of result nodes: an addrinfo in glibc's layout (node
+ * and a sockaddr of len bytes in one malloc, so libc's freeaddrinfo()
+ * frees it), its header filled and the sockaddr left to the caller, and
+ * linked at *tail. NULL when out of memory. Only the header is zeroed:
+ * one memset of the whole would be made a calloc(), which glibc serves
+ * without its thread cache.
  */
-static bool append_node(struct rlb_cluster *c, size_t idx, int family,
-			int socktype, int protocol, const void *sa,
-			socklen_t len, struct addrinfo ***tail)
+static inline __attribute__((always_inline)) struct addrinfo *
+node_new(int family, int socktype, int protocol, socklen_t len,
+	 struct addrinfo ***tail)
 {
 	struct addrinfo *ai = malloc(sizeof(*ai) + len);
 
 	if (!ai)
-		return false;
+		return NULL;
 	memset(ai, 0, sizeof(*ai));
 	ai->ai_family = family;
 	ai->ai_socktype = socktype;
 	ai->ai_protocol = protocol;
 	ai->ai_addrlen = len;
 	ai->ai_addr = (struct sockaddr *)(ai + 1);
-	memcpy(ai->ai_addr, sa, len);
-	rlb_track_handout(c, idx, ai->ai_addr, len);
 	**tail = ai;
 	*tail = &ai->ai_next;
+	return ai;
+}
+
+/* A node of sockaddr sa, handed out for replica idx of c (tracked for
+ * error attribution). Returns false when out of memory. */
+static bool append_node(struct rlb_cluster *c, size_t idx, int family,
+			int socktype, int protocol, const void *sa,
+			socklen_t len, struct addrinfo ***tail)
+{
+	struct addrinfo *ai = node_new(family, socktype, protocol, len, tail);
+
+	if (!ai)
+		return false;
+	memcpy(ai->ai_addr, sa, len);
+	rlb_track_handout(c, idx, ai->ai_addr, len);
+	return true;
+}
+
+/*
+ * A node of literal bytes of family (4 or 16 of them) with port
+ * (network order), the sockaddr written field by field (not built
+ * elsewhere and copied: read back wider than its stores, a failed store
+ * forward). Returns false when out of memory.
+ */
+static inline __attribute__((always_inline)) bool
+literal_node(int family, const uint8_t *bytes, uint16_t port, int socktype,
+	     int protocol, struct addrinfo ***tail)
+{
+	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in)
+					  : sizeof(struct sockaddr_in6);
+	struct addrinfo *ai = node_new(family, socktype, protocol, len, tail);
+
+	if (!ai)
+		return false;
+	if (family == AF_INET) {
+		struct sockaddr_in *in = (void *)ai->ai_addr;
+
+		memset(in, 0, sizeof(*in));
+		in->sin_family = AF_INET;
+		in->sin_port = port;
+		memcpy(&in->sin_addr, bytes, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)ai->ai_addr;
+
+		memset(in6, 0, sizeof(*in6));
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = port;
+		memcpy(&in6->sin6_addr, bytes, 16);
+	}
 	return true;
 }
 
@@ -71,6 +120,7 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 					 const struct rlb_literal_question *lq,
 					 size_t *answered)
 {
+	/* The caller's tail in a local while nodes are linked. */
 	struct addrinfo ***tailp = ctx, **tail = *tailp;
 	const int family = lq->family;
 	const size_t ntypes = lq->ntypes;
@@ -86,36 +136,16 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 		uint64_t v4 = c->fast_v4 ? c->fast_v4[order[j]] : 0;
 
 		if ((v4 & RLB_FAST_V4) && ntypes == 1 && family != AF_INET6) {
-			struct {
-				struct addrinfo ai;
-				struct sockaddr_in in;
-			} *node = malloc(sizeof(*node));
 			uint32_t addr = (uint32_t)v4;
 
 			port = (uint16_t)(v4 >> 32) ? (uint16_t)(v4 >> 32)
 						    : lq->port;
-
-			if (!node) {
+			if (!literal_node(AF_INET, (const uint8_t *)&addr, port,
+					  lq->socktype[0], lq->protocol[0],
+					  &tail)) {
 				nx = RLB_ANSWER_NOMEM;
 				goto out;
 			}
-			_Static_assert(
-				sizeof(*node) ==
-					sizeof(struct addrinfo) +
-						sizeof(struct sockaddr_in),
-				"glibc's layout: the sockaddr follows");
-			memset(&node->ai, 0, sizeof(node->ai));
-			memset(&node->in, 0, sizeof(node->in));
-			node->ai.ai_family = AF_INET;
-			node->ai.ai_socktype = lq->socktype[0];
-			node->ai.ai_protocol = lq->protocol[0];
-			node->ai.ai_addrlen = sizeof(node->in);
-			node->ai.ai_addr = (struct sockaddr *)&node->in;
-			node->in.sin_family = AF_INET;
-			node->in.sin_port = port;
-			memcpy(&node->in.sin_addr, &addr, 4);
-			*tail = &node->ai;
-			tail = &node->ai.ai_next;
 			if (*answered == n)
 				*answered = j;
 			rlb_track_handout_v4(c, order[j], addr, port);
@@ -125,55 +155,23 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 		port = r->port ? htons((uint16_t)r->port) : lq->port;
 		for (size_t k = 0; k < r->nliteral; k++) {
 			const struct rlb_addr *lit = &r->literal[k];
-			socklen_t len = lit->family == AF_INET
-						? sizeof(struct sockaddr_in)
-						: sizeof(struct sockaddr_in6);
 
 			if (family != AF_UNSPEC && family != lit->family)
 				continue;
 			for (size_t t = 0; t < ntypes; t++) {
-				struct addrinfo *ai = malloc(sizeof(*ai) + len);
-
-				if (!ai) {
+				if (!literal_node(lit->family, lit->bytes, port,
+						  lq->socktype[t],
+						  lq->protocol[t], &tail)) {
 					nx = RLB_ANSWER_NOMEM;
 					goto out;
 				}
-				/* The node and its sockaddr zeroed apart,
-				 * each of a constant size: one memset of
-				 * the whole would be made a calloc(), which
-				 * glibc serves without its thread cache. */
-				memset(ai, 0, sizeof(*ai));
-				ai->ai_family = lit->family;
-				ai->ai_socktype = lq->socktype[t];
-				ai->ai_protocol = lq->protocol[t];
-				ai->ai_addrlen = len;
-				ai->ai_addr = (struct sockaddr *)(ai + 1);
-				if (lit->family == AF_INET) {
-					struct sockaddr_in *in =
-						(void *)ai->ai_addr;
-
-					memset(in, 0, sizeof(*in));
-					in->sin_family = AF_INET;
-					in->sin_port = port;
-					memcpy(&in->sin_addr, lit->bytes, 4);
-				} else {
-					struct sockaddr_in6 *in6 =
-						(void *)ai->ai_addr;
-
-					memset(in6, 0, sizeof(*in6));
-					in6->sin6_family = AF_INET6;
-					in6->sin6_port = port;
-					memcpy(&in6->sin6_addr, lit->bytes, 16);
-				}
-				*tail = ai;
-				tail = &ai->ai_next;
 				if (*answered == n)
 					*answered = j;
-				/* Each literal once, not once per type. */
-				if (t == 0)
-					rlb_track_handout_literal(c, order[j],
-								  lit, port);
 			}
+			/* Each literal once, not once per type. */
+			if (ntypes)
+				rlb_track_handout_literal(c, order[j], lit,
+							  port);
 		}
 	}
 out:

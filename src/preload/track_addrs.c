@@ -525,10 +525,11 @@ static inline uint64_t current_stamp(uint16_t port, size_t k)
 		k);
 }
 
-void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
-			  uint16_t port)
+/* The handout of IPv4 address addr (network order) under stamp. */
+static inline __attribute__((always_inline)) void
+handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr, uint16_t port,
+	   uint64_t stamp)
 {
-	uint64_t stamp = current_stamp(port, 0);
 	struct dest d;
 
 	if (handed_out_so(c, i, stamp))
@@ -540,28 +541,28 @@ void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
 	handout(c, i, &d, stamp);
 }
 
+void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
+			  uint16_t port)
+{
+	handout_v4(c, i, addr, port, current_stamp(port, 0));
+}
+
 void rlb_track_handout_literal(const struct rlb_cluster *c, size_t i,
 			       const struct rlb_addr *lit, uint16_t port)
 {
 	const struct rlb_replica *r = &c->replicas[i];
-	uint64_t stamp = current_stamp(port, (size_t)(lit - r->literal));
 	struct sockaddr_in6 in6;
-	struct dest d;
 
-	if (handed_out_so(c, i, stamp))
-		return;
 	if (lit->family == AF_INET) {
-		uint64_t w0 = 0;
+		uint32_t addr;
 
-		memcpy(&w0, lit->bytes, 4);
-		d.family = AF_INET;
-		d.port = port;
-		d.w[0] = w0;
-		d.w[1] = 0;
-		handout(c, i, &d, stamp);
+		memcpy(&addr, lit->bytes, 4);
+		handout_v4(c, i, addr, port,
+			   current_stamp(port, (size_t)(lit - r->literal)));
 		return;
 	}
-	/* IPv6 (rare, and v4-mapped ones are unfolded): the general way. */
+	/* IPv6 (rare, and v4-mapped ones are unfolded): the general way,
+	 * without a stamp. */
 	memset(&in6, 0, sizeof(in6));
 	in6.sin6_family = AF_INET6;
 	in6.sin6_port = port;

@@ -580,15 +580,21 @@ connect_other(int fd, const struct sockaddr *sa, socklen_t len)
 	return rlb_libc()->connect(fd, sa, len);
 }
 
+/* No replica's: libc's connect, after any pending attempt on fd. */
+static int connect_plain(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
+		return connect_other(fd, sa, len);
+	return rlb_libc()->connect(fd, sa, len);
+}
+
 /* sa is readable; is it a replica's (the exact look)? */
 static __attribute__((noinline)) int
 connect_maybe(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	if (rlb_addr_maybe_replica(sa, len))
 		return connect_replica(fd, sa, len);
-	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
-		return connect_other(fd, sa, len);
-	return rlb_libc()->connect(fd, sa, len);
+	return connect_plain(fd, sa, len);
 }
 
 /* Not known at a glance: the kernel says whether sa can be read. */
@@ -597,9 +603,7 @@ connect_unknown(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	if (readable(sa, len))
 		return connect_maybe(fd, sa, len);
-	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
-		return connect_other(fd, sa, len);
-	return rlb_libc()->connect(fd, sa, len);
+	return connect_plain(fd, sa, len);
 }
 
 /* Before any handout: libc's connect, bound first if need be. Out of
