@@ -99,8 +99,22 @@ static bool lower_sndtimeo(int fd, const struct pending_connect *p,
 		return false;
 	set->tv_sec = left / 1000;
 	set->tv_usec = left % 1000 * 1000;
-	return rlb_libc()->setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, set,
-				      sizeof(*set)) == 0;
+	if (rlb_libc()->setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, set,
+				   sizeof(*set)) != 0)
+		return false;
+	/*
+	 * What the kernel keeps is in its ticks (4 ms at HZ=250): read it
+	 * back, or restore_sndtimeo() would take the rounded value for one
+	 * another thread set, leave ours, and the next round of a connect
+	 * that a signal interrupted would take it for the program's own.
+	 */
+	len = sizeof(*set);
+	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, set, &len) !=
+	    0) {
+		set->tv_sec = left / 1000;
+		set->tv_usec = left % 1000 * 1000;
+	}
+	return true;
 }
 
 /*

@@ -516,6 +516,33 @@ static void test_track_established_reset_not_counted(void **state)
  * (or after EINTR) waits for what is left of its bound and is then given
  * up with ETIMEDOUT, counted once - never EALREADY at the bound.
  */
+/*
+ * A bounded blocking connect leaves the program's SO_SNDTIMEO as it was,
+ * whatever the bound: the kernel keeps the lowered value in its ticks
+ * (1234 ms reads back as 1236 at HZ=250), and a restore that compared
+ * against the value set left the lowered one on the socket (and a
+ * second signal in one connect then passed for the program's own
+ * SO_SNDTIMEO: EINTR under SA_RESTART).
+ */
+static void test_track_blocking_bound_restores_sndtimeo(void **state)
+{
+	for (int round = 0; round < 4; round++) {
+		int fd = tcp_socket(false);
+		struct timeval tv = {1, 1}; /* marks it as not ours */
+		socklen_t len = sizeof(tv);
+
+		assert_int_equal(track_connect(fd, port_full), -1);
+		assert_int_equal(errno, ETIMEDOUT);
+		assert_int_equal(
+			getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len), 0);
+		assert_int_equal(tv.tv_sec, 0);
+		assert_int_equal(tv.tv_usec, 0);
+		rlb_track_close(fd);
+		/* Another bound left over each round: 150 ms - a few. */
+		usleep(1000);
+	}
+}
+
 static void test_track_repeat_blocking_times_out(void **state)
 {
 	int fd = tcp_socket(true), err = -1;
@@ -642,6 +669,8 @@ int main(void)
 				       handout),
 		cmocka_unit_test_setup(test_track_repeat_blocking_times_out,
 				       handout),
+		cmocka_unit_test_setup(
+			test_track_blocking_bound_restores_sndtimeo, handout),
 		cmocka_unit_test_setup(test_track_table_lives_with_churn,
 				       handout),
 		cmocka_unit_test_setup(
