@@ -7,7 +7,7 @@
  *
  * Unlike the other benchmarks this links the preload layer itself
  * (through the hook's path: the snapshot, the cluster, its members, the
- * answer), with the resolver of the seam answered in-process, so that
+ * answer), with its DNS client answered in-process, so that
  * "a refresh held in flight" is exact: its thread waits at a gate.
  *
  * Usage: bench_refresh [-r ROUNDS] [-t MS]
@@ -48,25 +48,9 @@ static bool gate_closed, held;
 static uint8_t answer[512];
 static size_t answer_len;
 
-static int fake_ninit(res_state st)
-{
-	return 0;
-}
-
-static void fake_nclose(res_state st)
-{
-}
-
-static int fake_nmkquery(res_state st, int op, const char *name, int class,
-			 int type, const unsigned char *data, int datalen,
-			 const unsigned char *newrr, unsigned char *buf,
-			 int buflen)
-{
-	return 1;
-}
-
-static int fake_nsend(res_state st, const unsigned char *msg, int len,
-		      unsigned char *ans, int anslen)
+/* The DNS server, in-process: every question waits at the gate while it
+ * is closed, then gets the answer built below. */
+static void fake_ask(struct rlb_dns_question *q, size_t n, int64_t deadline)
 {
 	pthread_mutex_lock(&gate_lock);
 	held = true;
@@ -75,9 +59,15 @@ static int fake_nsend(res_state st, const unsigned char *msg, int len,
 		pthread_cond_wait(&gate_cond, &gate_lock);
 	held = false;
 	pthread_mutex_unlock(&gate_lock);
-	memcpy(ans, answer, answer_len);
-	return (int)answer_len;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = answer_len < q[i].cap ? answer_len : q[i].cap;
+
+		memcpy(q[i].buf, answer, len);
+		q[i].len = (ssize_t)len;
+	}
 }
+
+static const struct rlb_dns_client fake_dns = {.ask = fake_ask};
 
 static void put(const void *p, size_t n)
 {
@@ -251,10 +241,7 @@ int main(int argc, char **argv)
 	write_config(dir);
 	setenv("REPLICALB_LOG_LEVEL", "none", 1);
 	rlb_libc_bind();
-	rlb_libc()->res_ninit = fake_ninit;
-	rlb_libc()->res_nmkquery = fake_nmkquery;
-	rlb_libc()->res_nsend = fake_nsend;
-	rlb_libc()->res_nclose = fake_nclose;
+	rlb_runtime_set_dns(&fake_dns);
 	real_now = rlb_libc()->now;
 	rlb_libc()->now = shifted_now;
 	resolve("dns.cluster"); /* the first answer */

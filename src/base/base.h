@@ -119,6 +119,15 @@ void rlb_util_after_fork_child(void);
  */
 void rlb_random_set_source(uint32_t (*fn)(void *arg), void *arg);
 
+/*
+ * Cancellation off for a section of the library's own that waits or
+ * holds a lock (pthread_setcancelstate()): rlb_cancel_off() returns the
+ * state to give rlb_cancel_restore(). A program's pthread_cancel() then
+ * acts at its next cancellation point, never inside the section.
+ */
+int rlb_cancel_off(void);
+void rlb_cancel_restore(int old);
+
 /* Wall clock in whole seconds (time(NULL)); monotonic milliseconds. */
 int64_t rlb_now(void);
 int64_t rlb_monotonic_ms(void);
@@ -312,15 +321,6 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
 	X(void, syslog, (int prio, const char *msg), (prio, msg))              \
 	X(int, pthread_create, (pthread_t *t, const pthread_attr_t *attr,      \
 		void *(*fn)(void *), void *arg), (t, attr, fn, arg))           \
-	/* DNS membership: libc's resolver, its own sockets unhooked */        \
-	X(int, res_ninit, (res_state st), (st))                                \
-	X(int, res_nmkquery, (res_state st, int op, const char *name,          \
-		int class, int type, const unsigned char *data, int datalen,   \
-		const unsigned char *newrr, unsigned char *buf, int buflen),   \
-		(st, op, name, class, type, data, datalen, newrr, buf, buflen))\
-	X(int, res_nsend, (res_state st, const unsigned char *msg, int len,    \
-		unsigned char *ans, int anslen), (st, msg, len, ans, anslen))  \
-	X(void, res_nclose, (res_state st), (st))                              \
 	/* the clock: clock_gettime() */                                       \
 	X(int, now, (clockid_t clock, struct timespec *ts), (clock, ts))
 /* clang-format on */

@@ -202,10 +202,6 @@ static void bind_table(void)
 	t->futex = libc_futex;
 	t->syslog = libc_syslog;
 	t->pthread_create = pthread_create;
-	t->res_ninit = res_ninit;
-	t->res_nmkquery = res_nmkquery;
-	t->res_nsend = res_nsend;
-	t->res_nclose = res_nclose;
 	t->now = clock_gettime;
 	defaults = *t;
 	atomic_store_explicit(&rlb_libc_bound, true, memory_order_release);

@@ -371,3 +371,16 @@ bool rlb_errno_counts(int err)
 		return false;
 	}
 }
+
+int rlb_cancel_off(void)
+{
+	int old = PTHREAD_CANCEL_ENABLE;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+void rlb_cancel_restore(int old)
+{
+	pthread_setcancelstate(old, NULL);
+}

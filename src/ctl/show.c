@@ -58,7 +58,7 @@ bool rlb_ctl_ask_members(struct rlb_config *cfg)
 			continue;
 		nctl_members++;
 		rlb_membership_init(ms, c);
-		if (rlb_members_ask(c, &rlb_dns_libc, &a) < 0)
+		if (rlb_members_ask(c, &rlb_dns_stub, INT64_MAX, &a) < 0)
 			return false;
 		rlb_membership_apply(ms, c, &a, rlb_monotonic_ms());
 		if (rlb_members_add(c, ms) < 0)

@@ -224,17 +224,52 @@ enum rlb_dns_outcome {
 const char *rlb_dns_outcome_name(enum rlb_dns_outcome o);
 
 /*
- * How membership asks DNS: ask() sends one question for (name, type)
- * and puts the answer, whatever its RCODE, in buf. Its length, or -1
- * with errno when no server answered. rlb_dns_libc asks libc's resolver
- * (resolv.conf's servers, timeout and attempts; TCP after a truncated
- * UDP answer); tests give their own.
+ * One question of an ask: (name, type) in, its answer out. name is a
+ * valid absolute name (rlb_dns_name_valid(), trailing dot or not).
+ */
+struct rlb_dns_question {
+	const char *name;
+	uint16_t type; /* RLB_DNS_T_* */
+	uint8_t *buf;  /* the answer, whatever its RCODE */
+	size_t cap;    /* bytes at buf */
+	ssize_t len;   /* out: the answer's length; -1: none, see err */
+	int err;       /* out, with len -1: ETIMEDOUT (no server answered
+			* in time), ECONNREFUSED, EMSGSIZE (over cap) ... */
+};
+
+/*
+ * How membership asks DNS: ask() asks q[0 .. n) together and returns
+ * when each has its answer or its error, at the latest at deadline_ms
+ * (monotonic; INT64_MAX: the resolver's own schedule only). Keeps errno.
+ * rlb_dns_stub is the library's own stub resolver (dns_client.c); tests
+ * give their own.
  */
 struct rlb_dns_client {
-	ssize_t (*ask)(const char *name, uint16_t type, uint8_t *buf,
-		       size_t len);
+	void (*ask)(struct rlb_dns_question *q, size_t n, int64_t deadline_ms);
 };
-extern const struct rlb_dns_client rlb_dns_libc;
+
+/* dns_client.c */
+
+/*
+ * The stub: resolv.conf's servers (read again at every ask), timeout,
+ * attempts, rotate and use-vc, and RES_OPTIONS outside secure-execution
+ * mode; every question of an ask in flight at once on one UDP socket per
+ * server (at most 64), TCP after an answer with TC set; a server that
+ * answers SERVFAIL, NOTIMP or REFUSED, or whose port is closed, passes
+ * the question on to the next server, as glibc's res_send() does. Every
+ * system call goes through the seam, and none takes a lock of libc's:
+ * a fork() while a thread of ours asks copies no lock held (design.md
+ * §13.4).
+ */
+extern const struct rlb_dns_client rlb_dns_stub;
+/*
+ * The longest one question of the stub takes to fail under the
+ * resolv.conf in force: glibc's own schedule for one name
+ * (rlb_resolv_conf_budget_ms()). Milliseconds.
+ */
+int64_t rlb_dns_stub_budget_ms(void);
+/* Test seam: ask with rc (NULL: resolv.conf again), kept by the caller. */
+void rlb_dns_stub_use(const struct rlb_resolv_conf *rc);
 
 /* One replica DNS gave. */
 struct rlb_member {
@@ -249,6 +284,9 @@ struct rlb_member {
 	 * target is resolved as any replica host. */
 	struct rlb_addr *glue;
 	size_t nglue;
+	/* SRV: the target's own questions failed (DNS down): the
+	 * addresses it had are kept (rlb_membership_apply()). */
+	bool glue_failed;
 	enum rlb_replica_source source;
 	uint8_t view; /* the question that gave it (views[] below) */
 };
@@ -275,12 +313,17 @@ struct rlb_members_answer {
 
 /*
  * Ask cluster c's sources now (no lock is needed or should be held: it
- * waits for DNS). Fills *a (free with rlb_members_answer_free()): its
- * outcome and members in answer order, each (host, port) once. Returns 0,
- * or -ENOMEM (outcome RLB_DNS_FAILED). Keeps errno.
+ * waits for DNS). Its questions are asked together (srv; dns A and
+ * AAAA), then, together again, the addresses of the SRV targets that the
+ * answer gave none for and the reverse names of dns members for the
+ * hostname policies, these by deadline_ms at the latest (monotonic;
+ * INT64_MAX: none): a target not resolved in time is resolved as any
+ * replica host. Fills *a (free with rlb_members_answer_free()): its
+ * outcome and members in answer order, each (host, port) once. Returns
+ * 0, or -ENOMEM (outcome RLB_DNS_FAILED). Keeps errno.
  */
 int rlb_members_ask(const struct rlb_cluster *c,
-		    const struct rlb_dns_client *dns,
+		    const struct rlb_dns_client *dns, int64_t deadline_ms,
 		    struct rlb_members_answer *a);
 void rlb_members_answer_free(struct rlb_members_answer *a);
 
@@ -299,6 +342,7 @@ struct rlb_membership {
 	enum rlb_dns_outcome outcome;  /* of the latest refresh */
 	size_t nviews;		       /* its questions */
 	struct rlb_dns_source_view views[3];
+	unsigned failures; /* failed refreshes in a row (the back-off) */
 	int64_t warned_ms; /* rate limit of the warning */
 	enum rlb_dns_outcome warned_outcome;
 };
@@ -311,7 +355,10 @@ void rlb_membership_clear(struct rlb_membership *ms);
  * records replace the members; a failure, a malformed or an empty answer
  * keeps the last good ones, with one rate-limited warning; NXDOMAIN
  * keeps them for dns_hold_nx seconds, then empties them. Sets the next
- * refresh: min(dns_cache_ttl, record TTL), at least dns_refresh_floor_ms.
+ * refresh: min(dns_cache_ttl, record TTL), at least dns_refresh_floor_ms;
+ * after a failed or malformed one, a back-off: the floor, doubled with
+ * every failure in a row, at most max(floor, dns_cache_ttl). An SRV
+ * member whose target's own questions failed keeps the addresses it had.
  * Returns whether the members changed (a new snapshot is due).
  */
 bool rlb_membership_apply(struct rlb_membership *ms,

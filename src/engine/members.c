@@ -20,42 +20,6 @@
 #define WARN_EVERY_MS (5 * 60 * 1000)
 
 /* ------------------------------------------------------------------ */
-/* Asking: libc's resolver, through the seam */
-
-/*
- * One query of (name, type) to the servers of resolv.conf, with its
- * timeout, attempts and TCP fallback on a truncated answer (res_nsend).
- * A private resolver state: thread-safe, and no search list applies to
- * an absolute name. libc's own sockets never reach our hooks.
- */
-static ssize_t libc_ask(const char *name, uint16_t type, uint8_t *buf,
-			size_t len)
-{
-	struct __res_state st;
-	unsigned char q[HFIXEDSZ + NS_MAXDNAME + QFIXEDSZ + 16];
-	int ql, n, saved;
-
-	memset(&st, 0, sizeof(st));
-	if (rlb_libc()->res_ninit(&st) < 0) {
-		if (!errno)
-			errno = EIO;
-		return -1;
-	}
-	ql = rlb_libc()->res_nmkquery(&st, QUERY, name, C_IN, type, NULL, 0,
-				      NULL, q, sizeof(q));
-	n = ql < 0 ? -1
-		   : rlb_libc()->res_nsend(&st, q, ql, buf,
-					   len > INT32_MAX ? INT32_MAX
-							   : (int)len);
-	saved = errno;
-	rlb_libc()->res_nclose(&st);
-	errno = n < 0 && !saved ? ETIMEDOUT : saved;
-	return n;
-}
-
-const struct rlb_dns_client rlb_dns_libc = {.ask = libc_ask};
-
-/* ------------------------------------------------------------------ */
 /* One answer */
 
 void rlb_members_answer_free(struct rlb_members_answer *a)
@@ -111,28 +75,26 @@ static int add_member(struct rlb_members_answer *a, const struct rlb_member *m)
 	return 0;
 }
 
-/* What asking one name for one type gave, in words for -v and warnings. */
-static enum rlb_dns_outcome ask_one(const struct rlb_dns_client *dns,
-				    const char *name, uint16_t type,
-				    uint8_t *buf, struct rlb_dns_reply *reply,
-				    struct rlb_dns_source_view *v)
+/* What the answer to one question gave, in words for -v and warnings. */
+static enum rlb_dns_outcome take_one(const struct rlb_dns_question *q,
+				     struct rlb_dns_reply *reply,
+				     struct rlb_dns_source_view *v)
 {
-	ssize_t len;
 	int rc;
 
 	memset(reply, 0, sizeof(*reply));
-	v->name = name;
-	v->type = type;
+	v->name = q->name;
+	v->type = q->type;
 	v->nrecords = 0;
 	v->ttl = 0;
-	len = dns->ask(name, type, buf, ANSWER_MAX);
-	if (len < 0) {
+	if (q->len < 0) {
 		v->outcome = RLB_DNS_FAILED;
 		snprintf(v->why, sizeof(v->why), "no answer (%s)",
-			 strerror(errno));
+			 strerrordesc_np(q->err) ? strerrordesc_np(q->err)
+						 : "?");
 		return v->outcome;
 	}
-	rc = rlb_dns_parse(buf, (size_t)len, name, type, reply);
+	rc = rlb_dns_parse(q->buf, (size_t)q->len, q->name, q->type, reply);
 	if (rc == -ENOMEM) {
 		v->outcome = RLB_DNS_FAILED;
 		snprintf(v->why, sizeof(v->why), "out of memory");
@@ -217,9 +179,8 @@ static size_t glue_of(const struct rlb_dns_reply *reply, const char *target,
  * the addresses the answer gives for it, so that a member needs no
  * question of its own (and stays reachable while DNS is down).
  */
-static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
-				    const struct rlb_dns_client *dns,
-				    uint8_t *buf, struct rlb_members_answer *a)
+static enum rlb_dns_outcome take_srv(const struct rlb_dns_question *q,
+				     struct rlb_members_answer *a)
 {
 	struct rlb_dns_source_view *v = &a->views[a->nviews++];
 	struct rlb_dns_reply reply;
@@ -229,7 +190,7 @@ static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
 	struct rlb_addr glue[RLB_MAX_PINNED];
 	uint32_t ttl = UINT32_MAX;
 
-	o = ask_one(dns, c->srv, RLB_DNS_T_SRV, buf, &reply, v);
+	o = take_one(q, &reply, v);
 	for (size_t i = 0; o == RLB_DNS_OK && i < reply.nanswer; i++) {
 		const struct rlb_dns_record *r = &reply.records[i];
 		struct rlb_member m = {
@@ -264,9 +225,6 @@ static enum rlb_dns_outcome ask_srv(const struct rlb_cluster *c,
 	return o;
 }
 
-/* Reverse lookups for the hostname policies, at most this many a refresh. */
-#define PTR_MAX 64
-
 /* The PTR question of address a: "4.3.2.1.in-addr.arpa." or nibbles. */
 static void reverse_name(const struct rlb_addr *a, char *out, size_t len)
 {
@@ -283,38 +241,11 @@ static void reverse_name(const struct rlb_addr *a, char *out, size_t len)
 	snprintf(out + off, len - off, "ip6.arpa.");
 }
 
-/*
- * The name a reverse lookup gives address member m into its host, when
- * there is one; else its host stays the address text. Only what the
- * hostname policies compare needs it; its identity stays the address.
- */
-static void name_member(const struct rlb_dns_client *dns, uint8_t *buf,
-			struct rlb_member *m)
-{
-	char q[80];
-	struct rlb_dns_reply reply;
-	ssize_t len;
-	char *name;
-
-	reverse_name(&m->addr, q, sizeof(q));
-	len = dns->ask(q, RLB_DNS_T_PTR, buf, ANSWER_MAX);
-	if (len < 0 ||
-	    rlb_dns_parse(buf, (size_t)len, q, RLB_DNS_T_PTR, &reply) < 0)
-		return;
-	if (reply.rcode == RLB_DNS_RCODE_NOERROR && reply.nanswer &&
-	    reply.records[0].name[0] &&
-	    (name = strdup(reply.records[0].name))) {
-		free(m->host);
-		m->host = name;
-	}
-	rlb_dns_reply_free(&reply);
-}
-
-/* The dns source: every A and AAAA address, a replica each. */
-static enum rlb_dns_outcome ask_addrs(const struct rlb_cluster *c,
-				      const struct rlb_dns_client *dns,
-				      uint8_t *buf,
-				      struct rlb_members_answer *a)
+/* The dns source: every A and AAAA address, a replica each. q: the A
+ * question's answer, then the AAAA's. */
+static enum rlb_dns_outcome take_addrs(const struct rlb_cluster *c,
+				       const struct rlb_dns_question *q,
+				       struct rlb_members_answer *a)
 {
 	static const uint16_t types[2] = {RLB_DNS_T_A, RLB_DNS_T_AAAA};
 	enum rlb_dns_outcome all = RLB_DNS_NXDOMAIN;
@@ -324,7 +255,7 @@ static enum rlb_dns_outcome ask_addrs(const struct rlb_cluster *c,
 		struct rlb_dns_reply reply;
 		enum rlb_dns_outcome o;
 
-		o = ask_one(dns, c->dns, types[t], buf, &reply, v);
+		o = take_one(&q[t], &reply, v);
 		for (size_t i = 0; o == RLB_DNS_OK && i < reply.nanswer; i++) {
 			const struct rlb_dns_record *r = &reply.records[i];
 			char text[INET6_ADDRSTRLEN];
@@ -356,12 +287,180 @@ static enum rlb_dns_outcome ask_addrs(const struct rlb_cluster *c,
 	return all;
 }
 
+/* ------------------------------------------------------------------ */
+/* The second round: SRV targets' addresses, dns members' names */
+
+/* Reverse lookups for the hostname policies, at most this many a refresh. */
+#define PTR_MAX 64
+/* Bytes of one answer about a target or a reverse name; a larger one
+ * leaves the target to the replica path. */
+#define DETAIL_MAX 4096
+/* Questions of the second round asked together (their buffers' bound). */
+#define DETAIL_CHUNK 256
+
+/* One question of the second round: about member `member`. */
+struct detail {
+	size_t member;
+	struct rlb_dns_question q;
+	char name[80]; /* a PTR question's name */
+};
+
+/*
+ * The name a reverse lookup gave address member m, into its host, when
+ * there is one; else its host stays the address text. Only what the
+ * hostname policies compare needs it; its identity stays the address.
+ */
+static void take_ptr(const struct rlb_dns_question *q, struct rlb_member *m)
+{
+	struct rlb_dns_reply reply;
+	char *name;
+
+	if (q->len < 0 || rlb_dns_parse(q->buf, (size_t)q->len, q->name,
+					RLB_DNS_T_PTR, &reply) < 0)
+		return;
+	if (reply.rcode == RLB_DNS_RCODE_NOERROR && reply.nanswer &&
+	    reply.records[0].name[0] &&
+	    (name = strdup(reply.records[0].name))) {
+		free(m->host);
+		m->host = name;
+	}
+	rlb_dns_reply_free(&reply);
+}
+
+/*
+ * The addresses of SRV member m's target from one of its questions,
+ * appended to its glue. Whether the question had an answer at all (a
+ * server that says NXDOMAIN or NODATA answered; one that failed did not).
+ */
+static bool take_target(const struct rlb_dns_question *q, struct rlb_member *m,
+			struct rlb_members_answer *a)
+{
+	struct rlb_dns_reply reply;
+	struct rlb_addr *grown;
+	bool answered;
+
+	if (q->len < 0 ||
+	    rlb_dns_parse(q->buf, (size_t)q->len, q->name, q->type, &reply) < 0)
+		return false;
+	answered = reply.rcode == RLB_DNS_RCODE_NOERROR ||
+		   reply.rcode == RLB_DNS_RCODE_NXDOMAIN;
+	if (reply.rcode == RLB_DNS_RCODE_NOERROR && reply.nanswer) {
+		grown = realloc(m->glue,
+				(m->nglue + reply.nanswer) * sizeof(*m->glue));
+		for (size_t i = 0;
+		     grown && i < reply.nanswer && m->nglue < RLB_MAX_PINNED;
+		     i++)
+			if (reply.records[i].type == q->type)
+				grown[m->nglue++] = reply.records[i].addr;
+		if (grown)
+			m->glue = grown;
+		else
+			answered = false;
+		note_ttl(a, reply.min_ttl);
+	}
+	rlb_dns_reply_free(&reply);
+	return answered;
+}
+
+/*
+ * The questions of the second round into d[] (at most DETAIL_CHUNK), from
+ * member *from on; *from moves past the members they are about. How
+ * many.
+ */
+static size_t detail_questions(const struct rlb_cluster *c,
+			       struct rlb_members_answer *a, size_t *from,
+			       size_t *ptrs, struct detail *d, uint8_t *bufs)
+{
+	bool names = rlb_policy_uses_hostname(c->s.load_balancing);
+	size_t n = 0;
+
+	for (; *from < a->n && n + 2 <= DETAIL_CHUNK; (*from)++) {
+		struct rlb_member *m = &a->m[*from];
+		struct detail *x = &d[n];
+
+		if (m->source == RLB_SOURCE_DNS && names && *ptrs < PTR_MAX) {
+			reverse_name(&m->addr, x->name, sizeof(x->name));
+			x->q = (struct rlb_dns_question){.name = x->name,
+							 .type = RLB_DNS_T_PTR};
+			x->member = *from;
+			n++;
+			(*ptrs)++;
+		} else if (m->source == RLB_SOURCE_SRV && !m->nglue &&
+			   rlb_dns_name_valid(m->host)) {
+			for (size_t t = 0; t < 2; t++) {
+				d[n].q = (struct rlb_dns_question){
+					.name = m->host,
+					.type = t ? RLB_DNS_T_AAAA
+						  : RLB_DNS_T_A};
+				d[n++].member = *from;
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		d[i].q.buf = bufs + i * DETAIL_MAX;
+		d[i].q.cap = DETAIL_MAX;
+	}
+	return n;
+}
+
+/*
+ * The second round, together and by deadline_ms: each SRV target the
+ * answer gave no address for is asked A and AAAA (so that the program's
+ * own lookups never wait for a target: issue 20), each dns member its
+ * reverse name when the policy compares host names. A target whose
+ * questions failed, or were not asked in time, is marked glue_failed.
+ */
+static void ask_details(const struct rlb_cluster *c,
+			const struct rlb_dns_client *dns, int64_t deadline_ms,
+			struct rlb_members_answer *a)
+{
+	struct detail *d = malloc(DETAIL_CHUNK * sizeof(*d));
+	uint8_t *bufs = malloc((size_t)DETAIL_CHUNK * DETAIL_MAX);
+	size_t from = 0, ptrs = 0, n;
+
+	while (d && bufs &&
+	       (n = detail_questions(c, a, &from, &ptrs, d, bufs)) > 0) {
+		struct rlb_dns_question q[DETAIL_CHUNK];
+
+		if (rlb_monotonic_ms() >= deadline_ms)
+			break;
+		for (size_t i = 0; i < n; i++)
+			q[i] = d[i].q;
+		dns->ask(q, n, deadline_ms);
+		for (size_t i = 0; i < n; i++) {
+			struct rlb_member *m = &a->m[d[i].member];
+
+			if (q[i].type == RLB_DNS_T_PTR) {
+				take_ptr(&q[i], m);
+				continue;
+			}
+			/* A and AAAA of one target come in a pair: it
+			 * failed when neither was answered. */
+			bool v4 = take_target(&q[i], m, a);
+			bool v6 = take_target(&q[i + 1], m, a);
+
+			if (!v4 && !v6)
+				m->glue_failed = true;
+			i++;
+		}
+	}
+	/* What was not asked (out of time or of memory) is as failed. */
+	for (size_t i = 0; i < a->n; i++)
+		if (a->m[i].source == RLB_SOURCE_SRV && !a->m[i].nglue &&
+		    i >= from)
+			a->m[i].glue_failed = true;
+	free(bufs);
+	free(d);
+}
+
 int rlb_members_ask(const struct rlb_cluster *c,
-		    const struct rlb_dns_client *dns,
+		    const struct rlb_dns_client *dns, int64_t deadline_ms,
 		    struct rlb_members_answer *a)
 {
-	uint8_t *buf = malloc(ANSWER_MAX);
+	uint8_t *buf = malloc(3 * (size_t)ANSWER_MAX);
 	enum rlb_dns_outcome o = RLB_DNS_NXDOMAIN;
+	struct rlb_dns_question q[3];
+	size_t nq = 0, k = 0;
 	int saved = errno;
 
 	memset(a, 0, sizeof(*a));
@@ -370,19 +469,29 @@ int rlb_members_ask(const struct rlb_cluster *c,
 		a->outcome = RLB_DNS_FAILED;
 		return -ENOMEM;
 	}
+	/* The cluster's questions together, as glibc asks A and AAAA. */
 	if (c->srv)
-		o = ask_srv(c, dns, buf, a);
+		q[nq++] = (struct rlb_dns_question){.name = c->srv,
+						    .type = RLB_DNS_T_SRV};
+	if (c->dns) {
+		q[nq++] = (struct rlb_dns_question){.name = c->dns,
+						    .type = RLB_DNS_T_A};
+		q[nq++] = (struct rlb_dns_question){.name = c->dns,
+						    .type = RLB_DNS_T_AAAA};
+	}
+	for (size_t i = 0; i < nq; i++) {
+		q[i].buf = buf + i * ANSWER_MAX;
+		q[i].cap = ANSWER_MAX;
+	}
+	dns->ask(q, nq, INT64_MAX);
+	if (c->srv)
+		o = take_srv(&q[k++], a);
 	if (c->dns)
-		o = c->srv ? combine(o, ask_addrs(c, dns, buf, a))
-			   : ask_addrs(c, dns, buf, a);
-	/* The hostname policies compare a dns member's reverse name. */
-	if (rlb_policy_uses_hostname(c->s.load_balancing))
-		for (size_t i = 0, asked = 0; i < a->n && asked < PTR_MAX; i++)
-			if (a->m[i].source == RLB_SOURCE_DNS) {
-				name_member(dns, buf, &a->m[i]);
-				asked++;
-			}
+		o = c->srv ? combine(o, take_addrs(c, &q[k], a))
+			   : take_addrs(c, &q[k], a);
 	free(buf);
+	if (o == RLB_DNS_OK)
+		ask_details(c, dns, deadline_ms, a);
 	a->outcome = o;
 	errno = saved;
 	return 0;
@@ -486,6 +595,52 @@ static void warn_failing(struct rlb_membership *ms, const struct rlb_cluster *c,
 		what);
 }
 
+/*
+ * The wait after `failures` failed refreshes in a row: the floor, doubled
+ * each time, at most max(floor, dns_cache_ttl). A server that is down is
+ * asked less and less often, in the background (design.md §15.2).
+ */
+static int64_t backoff_ms(const struct rlb_cluster *c, unsigned failures)
+{
+	int64_t floor = c->s.dns_refresh_floor_ms, cap = c->s.dns_cache_ttl;
+	int64_t ms = floor;
+
+	cap = cap * 1000 > floor ? cap * 1000 : floor;
+	for (unsigned i = 1; i < failures && ms < cap; i++)
+		ms *= 2;
+	return ms < cap ? ms : cap;
+}
+
+/*
+ * SRV members of answer a whose target's own questions failed take the
+ * addresses the same member has in force: DNS down for the targets keeps
+ * them reachable, as it keeps the members.
+ */
+static void keep_glue(const struct rlb_membership *ms,
+		      struct rlb_members_answer *a)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		struct rlb_member *m = &a->m[i];
+
+		if (!m->glue_failed || m->nglue)
+			continue;
+		for (size_t j = 0; j < ms->now.n; j++) {
+			const struct rlb_member *was = &ms->now.m[j];
+
+			if (was->source != RLB_SOURCE_SRV || !was->nglue ||
+			    was->port != m->port || strcmp(was->host, m->host))
+				continue;
+			m->glue = malloc(was->nglue * sizeof(*m->glue));
+			if (m->glue) {
+				memcpy(m->glue, was->glue,
+				       was->nglue * sizeof(*m->glue));
+				m->nglue = was->nglue;
+			}
+			break;
+		}
+	}
+}
+
 bool rlb_membership_apply(struct rlb_membership *ms,
 			  const struct rlb_cluster *c,
 			  struct rlb_members_answer *a, int64_t now_ms)
@@ -507,6 +662,7 @@ bool rlb_membership_apply(struct rlb_membership *ms,
 			    add_member(a, m) < 0)
 				break;
 		}
+		keep_glue(ms, a);
 		if (a->n > 1)
 			qsort(a->m, a->n, sizeof(*a->m), member_cmp);
 		changed = !ms->answered || !same_members(ms, a);
@@ -517,6 +673,7 @@ bool rlb_membership_apply(struct rlb_membership *ms,
 		ms->answered_ms = now_ms;
 		ms->nx_since_ms = 0;
 		ms->warned_ms = 0;
+		ms->failures = 0;
 		ms->due_ms = now_ms + refresh_ms(c, ms->now.ttl);
 		return changed;
 	case RLB_DNS_NXDOMAIN:
@@ -551,6 +708,12 @@ bool rlb_membership_apply(struct rlb_membership *ms,
 		warn_failing(ms, c, a, now_ms,
 			     ms->answered ? "keeping the last good members"
 					  : "no members yet");
+		if (failed(a->outcome)) {
+			ms->failures++;
+			ms->due_ms = now_ms + backoff_ms(c, ms->failures);
+			rlb_members_answer_free(a);
+			return changed;
+		}
 		break;
 	}
 	ms->due_ms = now_ms + refresh_ms(c, ms->now.ttl);

@@ -520,3 +520,59 @@ bool rlb_dns_name_valid(const char *s)
 	}
 	return label > 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Questions (the library's own stub resolver, engine/dns_client.c) */
+
+ssize_t rlb_dns_query(uint16_t id, const char *name, uint16_t type,
+		      uint8_t *buf, size_t len)
+{
+	size_t off = DNS_HEADER, start;
+	const char *p;
+
+	if (!rlb_dns_name_valid(name) || len < DNS_HEADER + DNS_MAX_NAME + 4)
+		return -EINVAL;
+	memset(buf, 0, DNS_HEADER);
+	buf[0] = (uint8_t)(id >> 8);
+	buf[1] = (uint8_t)id;
+	buf[2] = 0x01; /* RD: the server recurses, as libc's stub asks */
+	buf[5] = 1;    /* QDCOUNT */
+	for (p = name; *p;) {
+		size_t n = strcspn(p, ".");
+
+		start = off++;
+		memcpy(buf + off, p, n);
+		buf[start] = (uint8_t)n;
+		off += n;
+		p += n;
+		if (*p == '.')
+			p++;
+	}
+	buf[off++] = 0;
+	buf[off++] = (uint8_t)(type >> 8);
+	buf[off++] = (uint8_t)type;
+	buf[off++] = 0;
+	buf[off++] = DNS_CLASS_IN;
+	return (ssize_t)off;
+}
+
+static uint8_t ascii_lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 'a' - 'A') : c;
+}
+
+int rlb_dns_reply_of(const uint8_t *query, size_t qlen, const uint8_t *reply,
+		     size_t rlen)
+{
+	if (qlen < DNS_HEADER + 5 || rlen < qlen)
+		return 0;
+	if (query[0] != reply[0] || query[1] != reply[1] ||
+	    !(get16(reply + 2) & DNS_FLAG_QR) ||
+	    (query[2] & 0x78) != (reply[2] & 0x78) || get16(reply + 4) != 1)
+		return 0;
+	/* The question echoed, its name in any case (0x20 encoding). */
+	for (size_t i = DNS_HEADER; i < qlen; i++)
+		if (ascii_lower(query[i]) != ascii_lower(reply[i]))
+			return 0;
+	return get16(reply + 2) & DNS_FLAG_TC ? 2 : 1;
+}

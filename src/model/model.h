@@ -371,5 +371,54 @@ void rlb_dns_reply_free(struct rlb_dns_reply *r);
  * 253 bytes, one trailing dot allowed.
  */
 bool rlb_dns_name_valid(const char *s);
+/*
+ * The question (name, type) of class IN with id, recursion desired, as a
+ * message in buf (len at least 272 bytes): its length, or -EINVAL when
+ * name is no valid name (rlb_dns_name_valid()). name is asked as it is,
+ * absolute, with or without its trailing dot.
+ */
+ssize_t rlb_dns_query(uint16_t id, const char *name, uint16_t type,
+		      uint8_t *buf, size_t len);
+/*
+ * Whether reply[0 .. rlen) answers query[0 .. qlen) (rlb_dns_query()):
+ * 0 when it does not (another id, not a response, another opcode or
+ * question), 1 when it does, 2 when it does with TC set (truncated: ask
+ * again over TCP). The question's name matches in any case.
+ */
+int rlb_dns_reply_of(const uint8_t *query, size_t qlen, const uint8_t *reply,
+		     size_t rlen);
+
+/* ------------------------------------------------------------------ */
+/* resolv_conf.c */
+
+#define RLB_RESOLV_MAXNS 3 /* glibc's MAXNS: servers past it are ignored */
+
+/* What the library's own stub resolver takes from resolv.conf(5). */
+struct rlb_resolv_conf {
+	struct sockaddr_storage ns[RLB_RESOLV_MAXNS]; /* port 53 */
+	socklen_t nslen[RLB_RESOLV_MAXNS];
+	size_t nns;    /* at least 1: the loopback when none is named */
+	int timeout_s; /* options timeout: (5; at most 30) */
+	int attempts;  /* options attempts: (2; 1 to 5) */
+	bool rotate;   /* options rotate: start at a random server */
+	bool use_vc;   /* options use-vc: every question over TCP */
+};
+
+/*
+ * Parse resolv.conf text[0 .. len) (NULL: no file) and then env_options
+ * (RES_OPTIONS, NULL: unset) into *rc, as glibc's res_init() does for
+ * the keys above: nameserver lines (IPv4; IPv6 with a numeric scope),
+ * options lines; anything else is ignored, never an error.
+ */
+void rlb_resolv_conf_parse(const char *text, size_t len,
+			   const char *env_options, struct rlb_resolv_conf *rc);
+/*
+ * How long one question waits for server ns (its index in the order it
+ * is asked) before the next server is asked: glibc's own schedule, so
+ * that no question of ours outwaits libc's. Milliseconds.
+ */
+int64_t rlb_resolv_conf_wait_ms(const struct rlb_resolv_conf *rc, size_t ns);
+/* The longest one question can take to fail: every wait of every attempt. */
+int64_t rlb_resolv_conf_budget_ms(const struct rlb_resolv_conf *rc);
 
 #endif /* RLB_MODEL_H */

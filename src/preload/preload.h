@@ -32,14 +32,18 @@ const char *rlb_runtime_fqdn(void);
 void rlb_runtime_charge(const struct rlb_failure *f);
 /*
  * Cluster c (of *snap, held) has DNS sources: refresh its members when
- * due (design.md §15). The first answer is waited for; later ones are
- * asked in the background while resolution goes on with the members in
- * force. Returns the cluster to answer from, in *snap (which may have
- * been replaced by the snapshot with the first members), or NULL with
+ * due (design.md §15). The very first answer is waited for (no longer
+ * than glibc's lookup of one name may take); later ones, and every one
+ * after a failed first, are asked in the background while resolution
+ * goes on with the members in force. Not a cancellation point: a cancel
+ * waits until it returns. Returns the cluster to answer from, in *snap (which
+ * may have been replaced by the snapshot with the first members), or NULL with
  * no reference held. Keeps errno.
  */
 struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 					struct rlb_snapshot **snap);
+/* Test seam: memberships ask dns from now on (NULL: the library's stub). */
+void rlb_runtime_set_dns(const struct rlb_dns_client *dns);
 /* rlb_track_ops.next_address over the snapshot in force. */
 bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
 			      const struct sockaddr *failed, socklen_t len,

@@ -416,9 +416,12 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 						 const char *name, int af)
 {
 	struct hostent *result = NULL;
-	int herr = NETDB_INTERNAL, saved = errno;
+	int herr = NETDB_INTERNAL, saved = errno, cancel;
 	size_t len;
 
+	/* Never cancelled holding static_lock (every later call and every
+	 * fork() would wait for it). */
+	cancel = rlb_cancel_off();
 	pthread_mutex_lock(&static_lock);
 	for (len = static_len ? static_len : 1024; len <= (1u << 22);
 	     len *= 2) {
@@ -438,6 +441,7 @@ struct hostent *rlb_resolve_gethostbyname_static(struct rlb_cluster *c,
 			break;
 	}
 	pthread_mutex_unlock(&static_lock);
+	rlb_cancel_restore(cancel);
 	/* A retry with a larger buffer leaves no ERANGE behind. */
 	if (result)
 		errno = saved;

@@ -49,10 +49,13 @@ static pthread_cond_t members_cond = PTHREAD_COND_INITIALIZER;
 static struct rlb_config *base;
 struct runtime_membership {
 	struct rlb_membership ms;
-	bool busy; /* a refresh is asking DNS */
+	bool busy;  /* a refresh is asking DNS */
+	bool asked; /* a refresh has ended: no resolution waits again */
 };
 static struct runtime_membership *memberships;
 static size_t nmemberships;
+/* How memberships ask DNS: the library's own stub (tests: their own). */
+static const struct rlb_dns_client *_Atomic dns_client = &rlb_dns_stub;
 /*
  * The earliest refresh due of a membership not being refreshed: before
  * it, a resolution of a DNS cluster with members takes no lock at all.
@@ -489,13 +492,23 @@ bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
 	return found;
 }
 
+void rlb_runtime_set_dns(const struct rlb_dns_client *dns)
+{
+	atomic_store(&dns_client, dns ? dns : &rlb_dns_stub);
+}
+
 /*
  * Refresh the membership of cluster name_hash: ask its sources without
  * any lock, take the answer in, and publish a snapshot when the members
- * changed. The caller set the membership busy; this clears it.
+ * changed. The caller set the membership busy; this clears it. A
+ * resolution waits for it (`waited`): its second round of questions
+ * ends by the time glibc's lookup of one name may take from the start
+ * (design.md §15.3).
  */
-static void refresh_membership(uint64_t name_hash)
+static void refresh_membership(uint64_t name_hash, bool waited)
 {
+	const struct rlb_dns_client *dns = atomic_load(&dns_client);
+	int64_t deadline = INT64_MAX;
 	struct rlb_cluster q = {0};
 	struct rlb_members_answer a;
 	struct runtime_membership *m;
@@ -513,8 +526,10 @@ static void refresh_membership(uint64_t name_hash)
 		q.dns = c->dns ? strdup(c->dns) : NULL;
 	}
 	pthread_mutex_unlock(&members_lock);
+	if (waited && dns == &rlb_dns_stub)
+		deadline = rlb_monotonic_ms() + rlb_dns_stub_budget_ms();
 	if (q.srv || q.dns) {
-		rlb_members_ask(&q, &rlb_dns_libc, &a);
+		rlb_members_ask(&q, dns, deadline, &a);
 	} else {
 		memset(&a, 0, sizeof(a));
 		a.outcome = RLB_DNS_FAILED;
@@ -538,7 +553,7 @@ static void refresh_membership(uint64_t name_hash)
 	}
 	rlb_members_answer_free(&a);
 	if (m)
-		m->busy = false;
+		m->busy = false, m->asked = true;
 	recompute_due();
 	pthread_cond_broadcast(&members_cond);
 	pthread_mutex_unlock(&members_lock);
@@ -549,7 +564,7 @@ static void refresh_membership(uint64_t name_hash)
 
 static void *refresh_thread(void *arg)
 {
-	refresh_membership((uint64_t)(uintptr_t)arg);
+	refresh_membership((uint64_t)(uintptr_t)arg, false);
 	return NULL;
 }
 
@@ -584,45 +599,90 @@ static bool refresh_in_background(uint64_t name_hash)
 	return ok;
 }
 
+/*
+ * Wait on members_cond (members_lock held) until the first refresh of
+ * name_hash ends, at most until deadline (monotonic ms): bounded even if
+ * the asking thread were stuck. The membership again, or NULL.
+ */
+static struct runtime_membership *wait_first(uint64_t name_hash,
+					     int64_t deadline)
+{
+	struct runtime_membership *m = membership_of(name_hash);
+
+	while (m && m->busy && !m->asked) {
+		struct timespec ts;
+		int64_t now = rlb_monotonic_ms();
+
+		if (now >= deadline)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (deadline - now) / 1000;
+		ts.tv_nsec += (deadline - now) % 1000 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_clockwait(&members_cond, &members_lock,
+				       CLOCK_MONOTONIC, &ts);
+		m = membership_of(name_hash);
+	}
+	return m;
+}
+
 struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 					struct rlb_snapshot **snap)
 {
 	uint64_t name_hash = c->name_hash;
 	char name[RLB_MAX_HOST + 1];
 	struct runtime_membership *m;
-	bool first = false, background = false;
-	int saved = errno;
-	int64_t now = rlb_op_monotonic_ms();
+	bool first = false, background = false, waited = false;
+	int saved = errno, cancel;
+	int64_t now = rlb_op_monotonic_ms(), wait_ms;
 
 	/* Nothing due (or all in flight), and members to answer with. */
 	if (c->nreplicas &&
 	    now < atomic_load_explicit(&members_due, memory_order_acquire))
 		return c;
+	/*
+	 * No cancellation from here on: a program thread cancelled while it
+	 * waits for DNS, or asks, would leave members_lock held or the
+	 * membership busy for good (issue 20). The cancel acts at the
+	 * program's next cancellation point, as one in glibc's own lookup
+	 * does once the lookup is done.
+	 */
+	cancel = rlb_cancel_off();
 	pthread_mutex_lock(&members_lock);
 	m = membership_of(name_hash);
-	if (m && !m->ms.answered) {
-		/* Nothing to answer with yet: wait for the first answer,
-		 * one thread asking. */
-		while (m && m->busy) {
-			pthread_cond_wait(&members_cond, &members_lock);
-			m = membership_of(name_hash);
-		}
-		if (m && !m->ms.answered && now >= m->ms.due_ms) {
-			m->busy = true;
-			first = true;
+	if (m && !m->ms.answered && !m->asked) {
+		/* Never asked: the very first resolution waits for the
+		 * first answer, one thread asking, the others waiting. */
+		if (m->busy) {
+			/* Bounded by the asker's own bound, and a second;
+			 * resolv.conf is read with members_lock free. */
+			pthread_mutex_unlock(&members_lock);
+			wait_ms = rlb_dns_stub_budget_ms() + 1000;
+			pthread_mutex_lock(&members_lock);
+			m = wait_first(name_hash, rlb_monotonic_ms() + wait_ms);
+			waited = true;
+		} else {
+			m->busy = first = true;
 		}
 	} else if (m && !m->busy && now >= m->ms.due_ms) {
+		/* Due, or no answer yet after a failed first one: in the
+		 * background; this resolution answers with what is in
+		 * force (none: EAI_AGAIN) and never waits again. */
 		m->busy = background = true;
 	}
 	if (first || background)
 		recompute_due();
 	pthread_mutex_unlock(&members_lock);
-	/* Without a thread, this resolution asks, as the first one does. */
+	/* Without a thread, this resolution asks, as the first one does
+	 * (and no longer than glibc's lookup of one name would take). */
 	if (background && !refresh_in_background(name_hash))
 		first = true;
 	if (first)
-		refresh_membership(name_hash);
-	if (first || (m && !background && c->nreplicas == 0)) {
+		refresh_membership(name_hash, true);
+	if (first || (waited && c->nreplicas == 0)) {
 		/* The members just came, or came while we waited: the
 		 * snapshot that has them. */
 		snprintf(name, sizeof(name), "%s", c->name);
@@ -632,6 +692,7 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 		if (!c && *snap)
 			rlb_runtime_release(*snap);
 	}
+	rlb_cancel_restore(cancel);
 	errno = saved;
 	return c;
 }

@@ -255,7 +255,7 @@ static struct store *store_of(const struct rlb_cluster *c)
 {
 	struct rlb_health *h = c->health;
 	struct store *s, *expected = NULL;
-	int saved;
+	int saved, cancel;
 
 	if (!h)
 		return NULL;
@@ -264,7 +264,10 @@ static struct store *store_of(const struct rlb_cluster *c)
 	    atomic_load_explicit(&h->mode, memory_order_relaxed) == HEALTH_NONE)
 		return s;
 	saved = errno;
+	/* Files and segments opened here are closed here: no cancel. */
+	cancel = rlb_cancel_off();
 	s = h->readonly ? attach_look(h, c) : attach_rw(h, c);
+	rlb_cancel_restore(cancel);
 	if (!s) {
 		atomic_store(&h->mode, HEALTH_NONE);
 	} else if (atomic_compare_exchange_strong(&h->cur, &expected, s)) {
@@ -475,11 +478,14 @@ void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
 	bool succ = rlb_attach_successor_due(h, s);
 	bool grow_owed = atomic_load(&h->grow_owed);
 	struct store *n;
+	int cancel;
 
 	if ((!succ && !grow_owed && !force &&
 	     now < atomic_load(&h->follow_ms)) ||
 	    !busy_enter(h))
 		return;
+	/* A thread cancelled here would keep the busy flag for good. */
+	cancel = rlb_cancel_off();
 	s = atomic_load(&h->cur);
 	n = s;
 	if (succ || grow_owed) {
@@ -511,6 +517,7 @@ void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
 	if (n != s)
 		switch_to(h, c, s, n);
 	busy_leave(h);
+	rlb_cancel_restore(cancel);
 }
 
 struct store *rlb_attach_now(const struct rlb_cluster *c)

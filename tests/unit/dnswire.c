@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,20 +128,13 @@ void dw_glue(struct dw *w, const char *owner, uint32_t ttl, const char *addr)
 	count_up(w, 10);
 }
 
-int dw_res_ninit(res_state st)
+void dw_ask_each(struct rlb_dns_question *q, size_t n,
+		 ssize_t (*one)(const char *name, uint16_t type, uint8_t *buf,
+				size_t len))
 {
-	return 0;
-}
-
-void dw_res_nclose(res_state st)
-{
-}
-
-int dw_res_nmkquery(res_state st, int op, const char *name, int class, int type,
-		    const unsigned char *data, int datalen,
-		    const unsigned char *newrr, unsigned char *buf, int buflen)
-{
-	int n = snprintf((char *)buf, (size_t)buflen, "%d %s", type, name);
-
-	return n < 0 || n >= buflen ? -1 : n + 1;
+	for (size_t i = 0; i < n; i++) {
+		errno = 0;
+		q[i].len = one(q[i].name, q[i].type, q[i].buf, q[i].cap);
+		q[i].err = q[i].len < 0 ? (errno ? errno : ETIMEDOUT) : 0;
+	}
 }

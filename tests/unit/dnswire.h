@@ -4,6 +4,9 @@
 #define RLB_TEST_DNSWIRE_H
 
 #include <resolv.h>
+#include <sys/types.h>
+
+#include "engine/engine.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,14 +28,12 @@ void dw_addr(struct dw *w, const char *owner, uint32_t ttl, const char *addr);
 void dw_glue(struct dw *w, const char *owner, uint32_t ttl, const char *addr);
 
 /*
- * Stand-ins for libc's resolver in the seam (base.h), for a fake server's
- * res_nsend(): init and close do nothing; the query is "TYPE NAME", all a
- * fake server needs to know what was asked.
+ * A client's ask() from a per-question answer function `one` (the length
+ * of the answer it put in buf, or -1 with errno): each question of q[0 ..
+ * n) in turn (engine.h, struct rlb_dns_client).
  */
-int dw_res_ninit(res_state st);
-void dw_res_nclose(res_state st);
-int dw_res_nmkquery(res_state st, int op, const char *name, int class, int type,
-		    const unsigned char *data, int datalen,
-		    const unsigned char *newrr, unsigned char *buf, int buflen);
+void dw_ask_each(struct rlb_dns_question *q, size_t n,
+		 ssize_t (*one)(const char *name, uint16_t type, uint8_t *buf,
+				size_t len));
 
 #endif /* RLB_TEST_DNSWIRE_H */

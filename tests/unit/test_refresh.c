@@ -43,13 +43,13 @@ static bool answer_fails;
 static bool gate_closed;
 static unsigned asked, waiting;
 
-static int fake_nsend(res_state st, const unsigned char *msg, int len,
-		      unsigned char *ans, int anslen)
+static ssize_t fake_ask(const char *name, uint16_t type, uint8_t *ans,
+			size_t anslen)
 {
-	int n;
+	ssize_t n;
 
 	/* No cmocka assert here: it runs on the library's refresh thread. */
-	if (strncmp((const char *)msg, "33 " SRV, (size_t)len) != 0) {
+	if (type != RLB_DNS_T_SRV || strcmp(name, SRV) != 0) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -83,6 +83,25 @@ static int fake_nsend(res_state st, const unsigned char *msg, int len,
 	pthread_mutex_unlock(&dns_lock);
 	return n;
 }
+
+/* The library's DNS: the scripted server, and a switch that makes every
+ * question fail at once (the client cannot even start). */
+static bool client_broken;
+
+static void fake_ask_all(struct rlb_dns_question *q, size_t n,
+			 int64_t deadline_ms)
+{
+	if (!client_broken) {
+		dw_ask_each(q, n, fake_ask);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		q[i].len = -1;
+		q[i].err = ENOMEM;
+	}
+}
+
+static const struct rlb_dns_client fake_dns = {.ask = fake_ask_all};
 
 /* The server's next answer: these targets (port 9000 + index). */
 static void serve(const char *const *targets, size_t n)
@@ -163,10 +182,7 @@ static int setup(void **state)
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
 	setenv("REPLICALB_LOG_LEVEL", "none", 1);
 	rlb_libc_bind();
-	rlb_libc()->res_ninit = dw_res_ninit;
-	rlb_libc()->res_nmkquery = dw_res_nmkquery;
-	rlb_libc()->res_nsend = fake_nsend;
-	rlb_libc()->res_nclose = dw_res_nclose;
+	rlb_runtime_set_dns(&fake_dns);
 	test_clock_advance(0);
 	write_config("");
 	return 0;
@@ -314,12 +330,6 @@ static int no_thread(pthread_t *t, const pthread_attr_t *attr,
 	return EAGAIN;
 }
 
-static int ninit_fails(res_state st)
-{
-	errno = ENOMEM;
-	return -1;
-}
-
 static void test_refresh_without_threads_or_resolver(void **state)
 {
 	static const char *const one[] = {"f.rlb.test"};
@@ -334,13 +344,13 @@ static void test_refresh_without_threads_or_resolver(void **state)
 	test_clock_advance(DUE_MS);
 	members_now(got, sizeof(got));
 	assert_string_equal(got, "f.rlb.test");
-	/* libc's resolver cannot even start: the last good stay. */
+	/* the DNS client cannot even start: the last good stay. */
 	serve(two, 2);
-	rlb_libc()->res_ninit = ninit_fails;
+	client_broken = true;
 	test_clock_advance(DUE_MS);
 	members_now(got, sizeof(got));
 	assert_string_equal(got, "f.rlb.test");
-	rlb_libc()->res_ninit = dw_res_ninit;
+	client_broken = false;
 	test_clock_advance(DUE_MS);
 	members_now(got, sizeof(got));
 	assert_string_equal(got, "f.rlb.test g.rlb.test");
@@ -360,7 +370,7 @@ static void test_refresh_never_answered_is_eai_again(void **state)
 	assert_non_null(snap);
 	c = rlb_config_find(snap->cfg, "down.cluster");
 	assert_non_null(c);
-	/* The server answers nothing for it (fake_nsend: EINVAL). */
+	/* The server answers nothing for it (fake_ask: EINVAL). */
 	c = rlb_runtime_members(c, &snap);
 	assert_non_null(c);
 	assert_int_equal(c->nreplicas, 0);
