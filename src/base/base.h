@@ -200,6 +200,12 @@ bool rlb_log_enabled(enum rlb_log_level level);
  * lines of several threads never interleave. Keeps errno.
  */
 void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
+/*
+ * The calling thread is one of the library's own (a DNS refresh): its
+ * messages to syslog take no lock of libc's, so that a fork() meanwhile
+ * copies none held (design.md §13.4).
+ */
+void rlb_log_own_thread(void);
 
 /* ------------------------------------------------------------------ */
 /* libc.c */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -18,6 +19,41 @@ static const char *const level_names[] = {
 
 static atomic_int log_level = RLB_LOG_WARNING;
 static atomic_int log_target = RLB_LOG_STDERR;
+/* This thread is one of the library's own (rlb_log_own_thread()). */
+static RLB_TLS bool own_thread;
+
+void rlb_log_own_thread(void)
+{
+	own_thread = true;
+}
+
+/*
+ * A syslog message sent the way syslog(3) would, but with no lock of
+ * libc's (syslog(3) holds one that a fork() would copy held): one
+ * datagram "<PRI>PROG: LINE" to /dev/log, the time left to the daemon.
+ */
+static void own_syslog(int prio, const char *line)
+{
+	static const struct sockaddr_un dev_log = {AF_UNIX, "/dev/log"};
+	char msg[1200];
+	int n, fd;
+
+	n = snprintf(msg, sizeof(msg), "<%d>%s: %s", prio,
+		     program_invocation_short_name, line);
+	if (n <= 0)
+		return;
+	fd = rlb_libc()->socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (rlb_libc()->connect(fd, (const struct sockaddr *)&dev_log,
+				sizeof(dev_log)) == 0 &&
+	    rlb_libc()->write(fd, msg,
+			      (size_t)n < sizeof(msg) ? (size_t)n
+						      : sizeof(msg) - 1) < 0) {
+		/* Nowhere to report a failed report. */
+	}
+	rlb_libc()->close(fd);
+}
 
 int rlb_log_level_parse(const char *s, enum rlb_log_level *out)
 {
@@ -78,8 +114,13 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...)
 			       : sizeof(line) - off - 2;
 	if (atomic_load(&log_target) == RLB_LOG_SYSLOG) {
 		line[off] = '\0';
-		/* (parenthesised: a fortified syslog may be a macro) */
-		(rlb_libc()->syslog)(LOG_USER | syslog_prio[level], line);
+		if (own_thread)
+			own_syslog(LOG_USER | syslog_prio[level], line);
+		else
+			/* (parenthesised: a fortified syslog may be a
+			 * macro) */
+			(rlb_libc()->syslog)(LOG_USER | syslog_prio[level],
+					     line);
 	} else {
 		line[off++] = '\n';
 		if (rlb_libc()->write(STDERR_FILENO, line, off) < 0) {

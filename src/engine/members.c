@@ -416,14 +416,12 @@ static void ask_details(const struct rlb_cluster *c,
 {
 	struct detail *d = malloc(DETAIL_CHUNK * sizeof(*d));
 	uint8_t *bufs = malloc((size_t)DETAIL_CHUNK * DETAIL_MAX);
-	size_t from = 0, ptrs = 0, n;
+	size_t from = 0, asked = 0, ptrs = 0, n;
 
-	while (d && bufs &&
+	while (d && bufs && rlb_monotonic_ms() < deadline_ms &&
 	       (n = detail_questions(c, a, &from, &ptrs, d, bufs)) > 0) {
 		struct rlb_dns_question q[DETAIL_CHUNK];
 
-		if (rlb_monotonic_ms() >= deadline_ms)
-			break;
 		for (size_t i = 0; i < n; i++)
 			q[i] = d[i].q;
 		dns->ask(q, n, deadline_ms);
@@ -443,11 +441,11 @@ static void ask_details(const struct rlb_cluster *c,
 				m->glue_failed = true;
 			i++;
 		}
+		asked = from;
 	}
 	/* What was not asked (out of time or of memory) is as failed. */
-	for (size_t i = 0; i < a->n; i++)
-		if (a->m[i].source == RLB_SOURCE_SRV && !a->m[i].nglue &&
-		    i >= from)
+	for (size_t i = asked; i < a->n; i++)
+		if (a->m[i].source == RLB_SOURCE_SRV && !a->m[i].nglue)
 			a->m[i].glue_failed = true;
 	free(bufs);
 	free(d);

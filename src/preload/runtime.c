@@ -74,6 +74,8 @@ static void recompute_due(void)
 	atomic_store_explicit(&members_due, due, memory_order_release);
 }
 
+static const char *known_fqdn(void);
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_bool init_done;
 
@@ -280,7 +282,8 @@ static int adopt_base(struct rlb_config *cfg)
  * A snapshot of base with the members in force. Under members_lock.
  * NULL when out of memory.
  */
-static struct rlb_snapshot *members_snapshot(bool prune)
+static struct rlb_snapshot *members_snapshot(bool prune,
+					     const char *(*fqdn)(void))
 {
 	struct rlb_config *cfg = rlb_config_clone(base, true);
 
@@ -298,7 +301,7 @@ static struct rlb_snapshot *members_snapshot(bool prune)
 			return NULL;
 		}
 	}
-	return rlb_snapshot_new(cfg, rlb_runtime_fqdn, prune);
+	return rlb_snapshot_new(cfg, fqdn, prune);
 }
 
 /*
@@ -335,7 +338,7 @@ static void load_config(bool initial)
 		if (adopt_base(cfg) < 0)
 			snap = NULL;
 		else
-			snap = members_snapshot(!initial);
+			snap = members_snapshot(!initial, rlb_runtime_fqdn);
 	} else {
 		adopt_base(NULL);
 		snap = rlb_snapshot_new(cfg, rlb_runtime_fqdn, !initial);
@@ -544,7 +547,7 @@ static void refresh_membership(uint64_t name_hash, bool waited)
 	    !same_string(c->dns, q.dns))
 		m = NULL;
 	if (m && rlb_membership_apply(&m->ms, c, &a, rlb_monotonic_ms())) {
-		snap = members_snapshot(false);
+		snap = members_snapshot(false, known_fqdn);
 		if (snap)
 			old = publish(snap);
 		else
@@ -564,6 +567,7 @@ static void refresh_membership(uint64_t name_hash, bool waited)
 
 static void *refresh_thread(void *arg)
 {
+	rlb_log_own_thread();
 	refresh_membership((uint64_t)(uintptr_t)arg, false);
 	return NULL;
 }
@@ -699,10 +703,25 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 
 static char fqdn[RLB_MAX_HOST + 1];
 static pthread_once_t fqdn_once = PTHREAD_ONCE_INIT;
+static atomic_bool fqdn_done;
 
 static void compute_fqdn(void)
 {
 	rlb_local_fqdn(fqdn, sizeof(fqdn));
+	atomic_store_explicit(&fqdn_done, true, memory_order_release);
+}
+
+/*
+ * The FQDN as already known, never asked: what a snapshot built on a
+ * refresh thread uses, since asking is libc's getaddrinfo(), whose locks
+ * a fork() must never find held by a thread of ours. A cluster whose
+ * policy compares host names was in the snapshot the program's own
+ * thread built first, which asked.
+ */
+static const char *known_fqdn(void)
+{
+	return atomic_load_explicit(&fqdn_done, memory_order_acquire) ? fqdn
+								      : "";
 }
 
 const char *rlb_runtime_fqdn(void)

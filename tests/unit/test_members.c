@@ -648,6 +648,158 @@ static void test_members_config_keys_validated(void **state)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* The second round: SRV targets' addresses; the back-off */
+
+/* A server that knows the addresses of t1 and t2 (and is down for
+ * them when `targets_down`), and counts each ask's questions. */
+static struct {
+	bool targets_down;
+	size_t batches, sizes[4];
+	int64_t deadlines[4];
+} two;
+
+static ssize_t target_ask(const char *name, uint16_t type, uint8_t *buf,
+			  size_t len)
+{
+	struct dw w;
+
+	if (type == RLB_DNS_T_SRV)
+		return script_ask(name, type, buf, len);
+	if (two.targets_down) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	dw_start(&w, name, type, 0);
+	if (type == RLB_DNS_T_A && strcmp(name, "t1.rlb.test") == 0)
+		dw_addr(&w, name, 5, "10.0.0.1");
+	if (type == RLB_DNS_T_A && strcmp(name, "t2.rlb.test") == 0)
+		dw_addr(&w, name, 9, "10.0.0.2");
+	if (type == RLB_DNS_T_AAAA && strcmp(name, "t2.rlb.test") == 0)
+		dw_addr(&w, name, 9, "2001:db8::2");
+	memcpy(buf, w.buf, w.len);
+	return (ssize_t)w.len;
+}
+
+static void target_ask_all(struct rlb_dns_question *q, size_t n,
+			   int64_t deadline_ms)
+{
+	if (two.batches < 4) {
+		two.sizes[two.batches] = n;
+		two.deadlines[two.batches] = deadline_ms;
+	}
+	two.batches++;
+	dw_ask_each(q, n, target_ask);
+}
+
+static const struct rlb_dns_client targets_client = {.ask = target_ask_all};
+
+static void two_targets(void)
+{
+	struct dw *w = answer(RLB_DNS_T_SRV, SRV_NAME, 0);
+
+	dw_srv(w, SRV_NAME, 60, 10, 0, 9001, "t1.rlb.test");
+	dw_srv(w, SRV_NAME, 60, 10, 0, 9002, "t2.rlb.test");
+}
+
+static bool refresh_targets(struct rlb_membership *ms, struct rlb_cluster *c,
+			    int64_t deadline, int64_t now_ms)
+{
+	struct rlb_members_answer a;
+
+	memset(&two.batches, 0, sizeof(two) - offsetof(typeof(two), batches));
+	assert_int_equal(rlb_members_ask(c, &targets_client, deadline, &a), 0);
+	return rlb_membership_apply(ms, c, &a, now_ms);
+}
+
+/*
+ * Targets sent without addresses are asked A and AAAA in one second
+ * round (issue 20): the members carry the addresses, so that a
+ * program's lookup never waits for a target; their TTLs count.
+ */
+static void test_members_srv_targets_resolved_together(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; "
+				       "dns_refresh_floor_ms = 100; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	int64_t deadline = rlb_monotonic_ms() + 60000;
+
+	rlb_membership_init(&ms, c);
+	two_targets();
+	assert_true(refresh_targets(&ms, c, deadline, 1000));
+	/* The SRV question, then all four of the targets at once. */
+	assert_int_equal(two.batches, 2);
+	assert_int_equal(two.sizes[0], 1);
+	assert_int_equal(two.deadlines[0], INT64_MAX);
+	assert_int_equal(two.sizes[1], 4);
+	assert_int_equal(two.deadlines[1], deadline);
+	assert_int_equal(ms.now.n, 2);
+	assert_string_equal(ms.now.m[0].host, "t1.rlb.test");
+	assert_int_equal(ms.now.m[0].nglue, 1);
+	assert_int_equal(ms.now.m[0].glue[0].bytes[3], 1);
+	assert_int_equal(ms.now.m[1].nglue, 2);
+	assert_int_equal(ms.now.m[1].glue[1].family, AF_INET6);
+	/* The smallest TTL of all: t1's 5 s. */
+	assert_int_equal(ms.now.ttl, 5);
+	assert_int_equal(ms.due_ms, 1000 + 5000);
+
+	/* DNS down for the targets only: the members keep their
+	 * addresses, and nothing changed. */
+	two.targets_down = true;
+	assert_false(refresh_targets(&ms, c, INT64_MAX, 7000));
+	assert_int_equal(ms.now.m[0].nglue, 1);
+	assert_int_equal(ms.now.m[1].nglue, 2);
+	assert_int_equal(ms.now.m[1].glue[0].bytes[3], 2);
+	two.targets_down = false;
+
+	/* Out of time (a first answer's budget spent): no target asked;
+	 * they keep what they had. */
+	assert_false(refresh_targets(&ms, c, 0, 8000));
+	assert_int_equal(two.batches, 1);
+	assert_int_equal(ms.now.m[0].nglue, 1);
+	rlb_membership_clear(&ms);
+
+	/* ... and a membership that had none resolves them later. */
+	rlb_membership_init(&ms, c);
+	assert_true(refresh_targets(&ms, c, 0, 9000));
+	assert_int_equal(ms.now.m[0].nglue, 0);
+	assert_true(ms.now.m[0].glue_failed);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+/* Failed refreshes in a row wait the floor, doubled each time, at most
+ * max(floor, dns_cache_ttl); an answer resets it. */
+static void test_members_failures_back_off(void **state)
+{
+	static const int64_t waits[] = {250, 500, 1000, 2000, 3000, 3000};
+	struct rlb_config *cfg = parse(
+		"clusters = ({ name = \"s.cluster\"; "
+		"srv = \"_ch._tcp.rlb.test\"; dns_refresh_floor_ms = 250; "
+		"dns_cache_ttl = 3; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_membership ms;
+	int64_t now = 0;
+
+	rlb_membership_init(&ms, c);
+	script_fail(RLB_DNS_T_SRV);
+	for (size_t i = 0; i < sizeof(waits) / sizeof(*waits); i++) {
+		refresh(&ms, c, now);
+		assert_int_equal(ms.due_ms - now, waits[i]);
+		now = ms.due_ms;
+	}
+	three_targets(60);
+	refresh(&ms, c, now);
+	assert_int_equal(ms.failures, 0);
+	script_fail(RLB_DNS_T_SRV);
+	refresh(&ms, c, now);
+	assert_int_equal(ms.due_ms - now, 250);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -680,6 +832,9 @@ int main(void)
 				       setup),
 		cmocka_unit_test_setup(test_members_config_keys_validated,
 				       setup),
+		cmocka_unit_test_setup(
+			test_members_srv_targets_resolved_together, setup),
+		cmocka_unit_test_setup(test_members_failures_back_off, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -42,6 +43,13 @@ static struct dw answer_msg;
 static bool answer_fails;
 static bool gate_closed;
 static unsigned asked, waiting;
+/* The SRV name the server answers (the answer is built for it). */
+static const char *served = SRV;
+
+static void unlock_dns(void *arg)
+{
+	pthread_mutex_unlock(&dns_lock);
+}
 
 static ssize_t fake_ask(const char *name, uint16_t type, uint8_t *ans,
 			size_t anslen)
@@ -49,11 +57,14 @@ static ssize_t fake_ask(const char *name, uint16_t type, uint8_t *ans,
 	ssize_t n;
 
 	/* No cmocka assert here: it runs on the library's refresh thread. */
-	if (type != RLB_DNS_T_SRV || strcmp(name, SRV) != 0) {
+	if (type != RLB_DNS_T_SRV || strcmp(name, served) != 0) {
 		errno = EINVAL;
 		return -1;
 	}
 	pthread_mutex_lock(&dns_lock);
+	/* A thread cancelled at the gate (the library let a cancel in)
+	 * must not take the test's lock with it. */
+	pthread_cleanup_push(unlock_dns, NULL);
 	asked++;
 	waiting++;
 	pthread_cond_broadcast(&dns_cond);
@@ -72,15 +83,14 @@ static ssize_t fake_ask(const char *name, uint16_t type, uint8_t *ans,
 	}
 	waiting--;
 	if (answer_fails) {
-		pthread_mutex_unlock(&dns_lock);
+		n = -1;
 		errno = ETIMEDOUT;
-		return -1;
+	} else {
+		n = (ssize_t)answer_msg.len;
+		memcpy(ans, answer_msg.buf,
+		       answer_msg.len < anslen ? answer_msg.len : anslen);
 	}
-	n = (int)answer_msg.len;
-	memcpy(ans, answer_msg.buf,
-	       answer_msg.len < (size_t)anslen ? answer_msg.len
-					       : (size_t)anslen);
-	pthread_mutex_unlock(&dns_lock);
+	pthread_cleanup_pop(1);
 	return n;
 }
 
@@ -107,9 +117,9 @@ static const struct rlb_dns_client fake_dns = {.ask = fake_ask_all};
 static void serve(const char *const *targets, size_t n)
 {
 	pthread_mutex_lock(&dns_lock);
-	dw_start(&answer_msg, SRV, 33, 0);
+	dw_start(&answer_msg, served, 33, 0);
 	for (size_t i = 0; i < n; i++)
-		dw_srv(&answer_msg, SRV, 0, 1, 0, 9000, targets[i]);
+		dw_srv(&answer_msg, served, 0, 1, 0, 9000, targets[i]);
 	answer_fails = false;
 	pthread_mutex_unlock(&dns_lock);
 }
@@ -411,6 +421,185 @@ static void test_refresh_reload_new_sources(void **state)
 	assert_string_equal(got, "h.rlb.test");
 }
 
+/* ------------------------------------------------------------------ */
+/* Cancellation and fork around a first answer (issue 20) */
+
+/* members_now() for another thread: no cmocka there. */
+static void members_quiet(char *buf, size_t len)
+{
+	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_cluster *c =
+		snap ? rlb_config_find(snap->cfg, "web.cluster") : NULL;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (!c) {
+		rlb_runtime_release(snap);
+		return;
+	}
+	c = rlb_runtime_members(c, &snap);
+	for (size_t i = 0; c && i < c->nreplicas && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+					i ? " " : "", c->replicas[i].host);
+	if (c)
+		rlb_runtime_release(snap);
+}
+
+/* A program's thread: one resolution, then a cancellation point. */
+static void *resolver_thread(void *arg)
+{
+	members_quiet(arg, 512);
+	pthread_testcancel();
+	return NULL;
+}
+
+/* Join t within ms; its return value into *ret. */
+static bool join_within(pthread_t t, int ms, void **ret)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return pthread_timedjoin_np(t, ret, &ts) == 0;
+}
+
+/* A child that resolves once and exits: it must neither hang nor miss
+ * the members. */
+static void child_resolves(const char *want)
+{
+	pid_t pid = fork();
+	int st = -1;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char got[512];
+
+		alarm(5);
+		members_quiet(got, sizeof(got));
+		_exit(strcmp(got, want) == 0 ? 0 : 3);
+	}
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		usleep(10000);
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* A new cluster source, never asked, held at the server's gate. */
+static void new_source(const char *srv)
+{
+	static const char *const one[] = {"h.rlb.test"};
+
+	set_gate(true);
+	served = srv;
+	serve(one, 1);
+	write_config_srv("", srv);
+	test_clock_advance(1100);
+}
+
+/*
+ * The thread asking for the first answer is cancelled while it waits
+ * for DNS: before, its membership stayed busy and every later lookup
+ * of the cluster waited for good. Now the cancel acts once the lookup
+ * returns; a second thread, waiting for the same answer, and a forked
+ * child both get the members.
+ */
+static void test_refresh_cancelled_asker_hangs_nothing(void **state)
+{
+	char got_a[512], got_b[512];
+	pthread_t a, b;
+	void *ret = NULL;
+
+	new_source("_c1._tcp.rlb.test.");
+	assert_int_equal(pthread_create(&a, NULL, resolver_thread, got_a), 0);
+	wait_held();
+	assert_int_equal(pthread_cancel(a), 0);
+	assert_int_equal(pthread_create(&b, NULL, resolver_thread, got_b), 0);
+	usleep(100000);
+	set_gate(false);
+	assert_true(join_within(a, 5000, &ret));
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_string_equal(got_a, "h.rlb.test");
+	assert_true(join_within(b, 5000, &ret));
+	assert_null(ret);
+	assert_string_equal(got_b, "h.rlb.test");
+	child_resolves("h.rlb.test");
+}
+
+/*
+ * A thread waiting for another's first answer is cancelled: before, it
+ * died holding members_lock, and every DNS-cluster lookup and every
+ * fork() waited for good.
+ */
+static void test_refresh_cancelled_waiter_hangs_nothing(void **state)
+{
+	char got_a[512], got_b[512], got[512];
+	pthread_t a, b;
+	void *ret = NULL;
+
+	new_source("_c2._tcp.rlb.test.");
+	assert_int_equal(pthread_create(&a, NULL, resolver_thread, got_a), 0);
+	wait_held();
+	assert_int_equal(pthread_create(&b, NULL, resolver_thread, got_b), 0);
+	usleep(100000);
+	assert_int_equal(pthread_cancel(b), 0);
+	usleep(100000);
+	set_gate(false);
+	assert_true(join_within(b, 5000, &ret));
+	assert_ptr_equal(ret, PTHREAD_CANCELED);
+	assert_true(join_within(a, 5000, &ret));
+	assert_null(ret);
+	assert_string_equal(got_a, "h.rlb.test");
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "h.rlb.test");
+	child_resolves("h.rlb.test");
+}
+
+/*
+ * A first answer that failed is never waited for again: later lookups
+ * answer at once with no members while the next refresh asks in the
+ * background (before: each refresh due blocked a lookup again).
+ */
+static void test_refresh_failed_first_is_not_waited_again(void **state)
+{
+	char got[512];
+	int64_t t0;
+
+	/* Threads to be had again (the test before took them away). */
+	rlb_libc()->pthread_create = pthread_create;
+	new_source("_c3._tcp.rlb.test.");
+	pthread_mutex_lock(&dns_lock);
+	answer_fails = true;
+	pthread_mutex_unlock(&dns_lock);
+	set_gate(false);
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "");
+	/* The next refresh is held: the lookup does not wait for it. */
+	set_gate(true);
+	test_clock_advance(DUE_MS);
+	t0 = rlb_monotonic_ms();
+	members_now(got, sizeof(got));
+	assert_string_equal(got, "");
+	wait_held();
+	for (int i = 0; i < 20; i++) {
+		members_now(got, sizeof(got));
+		assert_string_equal(got, "");
+	}
+	assert_true(rlb_monotonic_ms() - t0 < 1000);
+	/* DNS back: the members come in the background. */
+	new_source("_c3._tcp.rlb.test.");
+	set_gate(false);
+	wait_members("h.rlb.test");
+	served = SRV;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -419,6 +608,9 @@ int main(void)
 		cmocka_unit_test(test_refresh_without_threads_or_resolver),
 		cmocka_unit_test(test_refresh_never_answered_is_eai_again),
 		cmocka_unit_test(test_refresh_reload_new_sources),
+		cmocka_unit_test(test_refresh_cancelled_asker_hangs_nothing),
+		cmocka_unit_test(test_refresh_cancelled_waiter_hangs_nothing),
+		cmocka_unit_test(test_refresh_failed_first_is_not_waited_again),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
