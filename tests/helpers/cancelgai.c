@@ -39,7 +39,9 @@
  * in ms from the step's start (the cancelled thread's: from the
  * pthread_cancel() call):
  *
- *   cancelled ms=N end=canceled|returned rc=EAI   (or: cancelled hung)
+ *   cancelled ms=N start_ms=N end=canceled|returned rc=EAI
+ *                                   (or: cancelled hung; start_ms: from
+ *                                   the start of its lookup)
  *   asker ms=N rc=EAI                             (waiting mode)
  *   later ms=N rc=EAI
  *   fork ms=N child=ok|failed|hung child_ms=N     (waiting mode)
@@ -50,19 +52,20 @@
  */
 
 struct lookup {
-	const char *name;  /* what to resolve */
+	const char *name; /* what to resolve */
 	pthread_t thread;
-	atomic_bool done;  /* getaddrinfo returned */
-	double ms;	   /* how long it took */
-	int rc;		   /* what it returned */
+	double start_ms;  /* when the thread was made */
+	atomic_bool done; /* getaddrinfo returned */
+	double ms;	  /* how long it took */
+	int rc;		  /* what it returned */
 };
 
 struct forker {
-	const char *name;  /* what the child resolves */
+	const char *name; /* what the child resolves */
 	pthread_t thread;
-	double fork_ms;	   /* how long fork() took */
-	double child_ms;   /* fork() to the child's reaping */
-	int status;	   /* the child's exit status, -1: not reaped */
+	double fork_ms;	 /* how long fork() took */
+	double child_ms; /* fork() to the child's reaping */
+	int status;	 /* the child's exit status, -1: not reaped */
 };
 
 static double now_ms(void)
@@ -114,6 +117,7 @@ static int start_lookup(struct lookup *l, const char *name)
 {
 	memset(l, 0, sizeof(*l));
 	l->name = name;
+	l->start_ms = now_ms();
 	return pthread_create(&l->thread, NULL, lookup_thread, l);
 }
 
@@ -178,7 +182,8 @@ static int report_cancelled(struct lookup *l, int wait_ms)
 		printf("cancelled hung\n");
 		return 1;
 	}
-	printf("cancelled ms=%.0f end=%s", now_ms() - t0,
+	printf("cancelled ms=%.0f start_ms=%.0f end=%s", now_ms() - t0,
+	       now_ms() - l->start_ms,
 	       ret == PTHREAD_CANCELED ? "canceled" : "returned");
 	print_rc(l);
 	return 0;

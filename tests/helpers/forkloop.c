@@ -38,7 +38,9 @@
  * /etc/resolv.conf every millisecond, so that glibc re-reads it, under
  * its resolv.conf lock, at every res_ninit(): a wider window for a
  * fork() to catch that lock held (the library's refresh thread inside
- * res_ninit), hence a higher hit rate for the same run time.
+ * res_ninit), hence a higher hit rate for the same run time. (-r touches
+ * the file it finds there: meant for dns_hangs.sh's namespace, where
+ * /etc/resolv.conf is the test's own.)
  * Prints one line:
  *   children=C ok=O failed=F hung=H killed=K lookups=L gai_errors=G
  *   fork_median_us=M fork_max_us=X
@@ -60,20 +62,20 @@
  * errors.
  */
 
-#define CHILD_OK 0
+#define CHILD_OK     0
 #define CHILD_FAILED 1
-#define CHILD_HUNG 2
-#define MAX_KIDS 64
+#define CHILD_HUNG   2
+#define MAX_KIDS     64
 
 struct kid {
-	pid_t pid;	  /* 0: a free slot */
-	double start_ms;  /* when it was forked */
+	pid_t pid;	 /* 0: a free slot */
+	double start_ms; /* when it was forked */
 };
 
 struct samples {
-	double *us;	/* fork() times */
-	size_t n;	/* used */
-	size_t cap;	/* allocated */
+	double *us; /* fork() times */
+	size_t n;   /* used */
+	size_t cap; /* allocated */
 };
 
 static char **names;
@@ -307,9 +309,9 @@ static int stress(int nthreads, int secs, int max_kids, int touch)
 
 struct lookup {
 	pthread_t thread;
-	atomic_bool done;	/* the lookup returned */
-	double ms;		/* how long it took */
-	int rc;			/* what it returned */
+	atomic_bool done; /* the lookup returned */
+	double ms;	  /* how long it took */
+	int rc;		  /* what it returned */
 };
 
 static void *lookup_thread(void *arg)
