@@ -173,6 +173,8 @@ EOF
 # limit the library cannot fix), the library's must not. -r: the mtime
 # of resolv.conf changes every millisecond, so that glibc re-reads it
 # under its lock at each res_ninit (a wider window: more hits per run).
+# A hung child holds one of the 16 slots for its 5 s alarm, so "hung"
+# can count at most 16 x 35 / 5 = 112 in the default run.
 if phase fork; then
 	dns_use_server "$DNS_ADDR" || fail "resolv.conf for named"
 	dns_update <<EOF || fail "fork: the zone"
