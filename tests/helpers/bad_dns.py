@@ -8,9 +8,9 @@ BIND never serves malformed data; this does, on purpose:
 
 ZONEFILE lines are "NAME TYPE DATA" (TYPE A: an IPv4 address; SRV:
 "PRIO WEIGHT PORT TARGET"), names without a trailing dot, read again for
-every query. MODEFILE holds one word, read again for every query; it breaks the
-answers to SRV queries only (A queries are always answered well, so that
-targets stay resolvable):
+every query. MODEFILE holds words, read again for every query. One of these
+breaks the answers to SRV queries only (A queries are always answered well,
+so that targets stay resolvable):
 
   good      well-formed answers (SRV answers carry the targets' A records
             in the additional section); unknown names get NXDOMAIN
@@ -21,6 +21,19 @@ targets stay resolvable):
   count     ANCOUNT claims 5 more records than the message holds
   garbage   the header and question, then 40 random bytes
 
+and these change every answer, whatever its type (issue 20: a slow, a
+silent or a glueless server):
+
+  delay=SECS  answer each query SECS seconds after it arrived, without
+              holding up the others (a timer thread per query): N queries
+              asked at once are all answered SECS later
+  drop        read every query and answer none (no ICMP either: the
+              socket is bound), a server that never answers
+  noglue      SRV answers without the additional section: the targets'
+              addresses must be asked for
+  ttl=N       every record's TTL is N seconds (default 0)
+
+e.g. "good", "garbage", "good delay=0.3 noglue ttl=1", "drop".
 Every reply keeps the query's ID and question, so that a stub resolver
 takes it as the answer. Prints "ready" once bound; exits on SIGTERM.
 """
@@ -31,6 +44,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 
 
 def parse_args():
@@ -53,12 +67,39 @@ def read_zone(path):
     return zone
 
 
+BREAKS = ("good", "badptr", "loop", "short", "overrun", "count", "garbage")
+
+
+class Mode:
+    """The mode file's words: a break (SRV only) and the modifiers."""
+
+    def __init__(self, text):
+        self.brk = "good"
+        self.delay = 0.0
+        self.drop = False
+        self.glue = True
+        self.ttl = 0
+        for w in text.split():
+            if w in BREAKS:
+                self.brk = w
+            elif w.startswith("delay="):
+                self.delay = float(w[6:])
+            elif w == "drop":
+                self.drop = True
+            elif w == "noglue":
+                self.glue = False
+            elif w.startswith("ttl="):
+                self.ttl = int(w[4:])
+            else:
+                raise ValueError("unknown mode word %r" % w)
+
+
 def read_mode(path):
     try:
         with open(path) as f:
-            return f.read().strip() or "good"
+            return Mode(f.read())
     except OSError:
-        return "good"
+        return Mode("")
 
 
 def encode_name(name):
@@ -93,16 +134,16 @@ def rdata(rtype, data):
         encode_name(target)
 
 
-def record(owner, rtype, data, short=False):
-    """One resource record, TTL 0; short: RDATA cut to 3 bytes."""
+def record(owner, rtype, data, short=False, ttl=0):
+    """One resource record; short: RDATA cut to 3 bytes."""
     rd = rdata(rtype, data)
     if short:
         rd = rd[:3]
     code = {"A": 1, "SRV": 33}[rtype]
-    return owner + struct.pack("!HHIH", code, 1, 0, len(rd)) + rd
+    return owner + struct.pack("!HHIH", code, 1, ttl, len(rd)) + rd
 
 
-def answer(msg, zone, mode):
+def answer(msg, zone, how):
     q = question(msg)
     if q is None:
         return None
@@ -112,14 +153,14 @@ def answer(msg, zone, mode):
     known = any(k[0] == qname for k in zone)
     rcode = 0 if known else 3
     qid = msg[:2]
-    ans = [record(b"\xc0\x0c", rtype, d, mode == "short") for d in recs]
+    mode = how.brk if rtype == "SRV" else "good"
+    ans = [record(b"\xc0\x0c", rtype, d, mode == "short", how.ttl)
+           for d in recs]
     add = []
-    if rtype == "SRV":
+    if rtype == "SRV" and how.glue:
         for d in recs:
             for a in zone.get((d[3].lower(), "A"), []):
-                add.append(record(encode_name(d[3]), "A", a))
-    if rtype != "SRV":
-        mode = "good"
+                add.append(record(encode_name(d[3]), "A", a, ttl=how.ttl))
     ancount = len(ans)
     if mode == "garbage":
         body = os.urandom(40)
@@ -150,12 +191,19 @@ def main():
     while True:
         msg, peer = s.recvfrom(4096)
         try:
-            reply = answer(msg, read_zone(args.zone),
-                           read_mode(args.mode_file))
+            how = read_mode(args.mode_file)
+            reply = None if how.drop else \
+                answer(msg, read_zone(args.zone), how)
         except (OSError, ValueError, IndexError, KeyError) as e:
             print("error: %s" % e, flush=True)
             continue
-        if reply is not None:
+        if reply is None:
+            continue
+        if how.delay > 0:
+            t = threading.Timer(how.delay, s.sendto, (reply, peer))
+            t.daemon = True
+            t.start()
+        else:
             s.sendto(reply, peer)
 
 

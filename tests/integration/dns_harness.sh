@@ -4,7 +4,8 @@
 # private namespace, UDP and TCP; dynamic updates, 300-record answers
 # truncated over UDP and complete over TCP, 1,000 updates in one nsupdate
 # session; glibc's getaddrinfo and res_query reach it and nothing else;
-# stop, restart (journal kept), freeze; the malformed server's every mode.
+# stop, restart (journal kept), freeze; the malformed server's every mode
+# (the breaks of SRV answers, and delay, drop, noglue and ttl).
 # Needs no part of the library: it proves the ground the DNS membership
 # tests (dns_membership.sh, dns_churn.sh) stand on.
 export DNS_HARNESS_SELFTEST=1

@@ -378,10 +378,15 @@ bad_dns_start()
 	return 1
 }
 
-# bad_dns_mode MODE : good, badptr, loop, short, overrun, count, garbage.
+# bad_dns_mode WORD... : the mode file's words (tests/helpers/bad_dns.py):
+# one break of SRV answers - good, badptr, loop, short, overrun, count,
+# garbage - and modifiers of every answer: delay=SECS (each query answered
+# SECS later, queries not serialised), drop (no answer at all), noglue (SRV
+# answers without the targets' addresses), ttl=N (records' TTL, default 0).
+# E.g. bad_dns_mode good delay=0.3 noglue ttl=1.
 bad_dns_mode()
 {
-	echo "$1" >"$DNS_DIR/bad.mode.tmp" && mv -f "$DNS_DIR/bad.mode.tmp" "$DNS_DIR/bad.mode"
+	echo "$*" >"$DNS_DIR/bad.mode.tmp" && mv -f "$DNS_DIR/bad.mode.tmp" "$DNS_DIR/bad.mode"
 }
 
 # ---------------------------------------------------------------------
@@ -743,6 +748,27 @@ EOF
 		fi
 		echo "# $m: $(printf '%s\n' "$out" | grep -m1 -iE 'malformed|bad|error|unexpected|timed out|FORMERR|warning' )"
 	done
+	# The modifiers of every answer (issue 20's slow, silent and
+	# glueless servers).
+	bad_dns_mode good noglue ttl=7
+	out=$(dig @127.0.0.54 +time=1 +tries=1 +norec SRV _http._tcp.mal.$DNS_ZONE 2>&1)
+	check_match "bad_dns.py noglue: no additional section" 'ADDITIONAL: 0' "$out"
+	check_match "bad_dns.py ttl=7: the records' TTL" \
+		"^_http\._tcp\.mal\.$DNS_ZONE\.[[:space:]]+7[[:space:]]" "$out"
+	bad_dns_mode good drop
+	check_match "bad_dns.py drop: no answer" 'timed out|no servers' \
+		"$(dig @127.0.0.54 +time=1 +tries=1 A m1.mal.$DNS_ZONE 2>&1)"
+	# Two questions at once, each answered 1 s late: both in ~1 s, not 2.
+	bad_dns_mode good delay=1
+	t0=$(now_ms)
+	dig @127.0.0.54 +time=3 +tries=1 +short A m1.mal.$DNS_ZONE >"$DNS_DIR/d1.out" &
+	dig @127.0.0.54 +time=3 +tries=1 +short A m2.mal.$DNS_ZONE >"$DNS_DIR/d2.out"
+	wait
+	ms=$(($(now_ms) - t0))
+	check_eq "bad_dns.py delay=1: both answered" "127.0.0.61 127.0.0.62" \
+		"$(cat "$DNS_DIR/d1.out" "$DNS_DIR/d2.out" | tr '\n' ' ' | sed 's/ $//')"
+	check_ge "bad_dns.py delay=1: not before the delay (ms)" 950 "$ms"
+	check_le "bad_dns.py delay=1: questions not serialised (ms)" 1800 "$ms"
 	bad_dns_mode good
 	dns_use_server 127.0.0.54
 	check_eq "resolv.conf switched: res_query asks bad_dns.py" \
