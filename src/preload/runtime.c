@@ -115,12 +115,16 @@ static void thread_cache_destroy(void *snap)
  *	  -> cfg_lock (runtime.c)
  *	    -> static hostent lock (resolve.c)
  *	      -> DNS cache lock (dnscache.c)
- *	        -> dropped-attempts lock (track.c)
+ *	        -> replace_lock (track_addrs.c)
+ *	          -> moves_lock, the dropped attempts (track_pending.c)
  *
  * (a thread holding a later lock never takes an earlier one). Health
  * state (health.c) takes no lock at all. What a child resets: the locks
- * above, the reload in progress, the random source (util.c), and the
- * pending connects (track.c): they are the parent's to count.
+ * above, the reload in progress, the refreshes in flight, the random
+ * source (util.c), and the pending connects (track.c): they are the
+ * parent's to count. No thread of the library's ever holds a lock of
+ * libc's at a fork: its DNS refreshes use the library's own stub
+ * resolver, never libc's (design.md §13.4).
  */
 static void atfork_prepare(void)
 {
