@@ -25,6 +25,26 @@ static void dirs_put(struct health_dirs *d)
 /* Attach (design.md §12.4) */
 
 /*
+ * A new segment for c in the directory dirfd (home), as
+ * rlb_segment_create() makes one. Segments that no state file can name
+ * any more are reclaimed first, at most once a minute, and again when a
+ * kernel limit refused the segment (design.md §12.11).
+ */
+static struct store *create_reclaiming(const struct rlb_cluster *c, int dirfd,
+				       const struct health_home *home,
+				       bool *limit, char *why, size_t whylen)
+{
+	uint32_t nslots = rlb_table_slots(c->nreplicas);
+	struct store *s;
+
+	rlb_gc_at_create(dirfd, home, false);
+	s = rlb_segment_create(c, nslots, home, limit, why, whylen);
+	if (!s && *limit && rlb_gc_at_create(dirfd, home, true) > 0)
+		s = rlb_segment_create(c, nslots, home, limit, why, whylen);
+	return s;
+}
+
+/*
  * The segment that the name file fname of dir (dirfd) names, attached
  * for c; when there is none, mine, or else a new segment, is named by
  * creating the name file with link(): of processes that start together,
@@ -39,7 +59,7 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 				  struct store *mine, bool *limit, char *why,
 				  size_t whylen)
 {
-	struct health_home home = {c->name_hash, 0, 0};
+	struct health_home home = {c->name_hash, 0, 0, dir, rlb_dir_ns("mnt")};
 	struct stat dst;
 	int dir_err = 0;
 
@@ -82,9 +102,10 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 				 strerror(dir_err));
 			return NULL;
 		}
-		if (!s &&
-		    !(s = rlb_segment_create(c, rlb_table_slots(c->nreplicas),
-					     &home, limit, why, whylen)))
+		if (!s)
+			s = create_reclaiming(c, dirfd, &home, limit, why,
+					      whylen);
+		if (!s)
 			return NULL;
 		if (rlb_dir_name_write(dirfd, fname, s->shmid, s->token,
 				       false) == 0)

@@ -72,6 +72,17 @@ int rlb_dir_trusted(int fd, struct stat *st, char *why, size_t whylen)
 	return rlb_dir_owner_problem(st, why, whylen) ? -1 : 0;
 }
 
+uint64_t rlb_dir_ns(const char *kind)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	if (rlb_libc()->stat(path, &st) != 0)
+		return 0;
+	return (uint64_t)st.st_ino;
+}
+
 /* mkdir 0700; 1 if created, 0 if it existed, -1/errno otherwise. */
 static int make_dir(const char *path)
 {
@@ -433,6 +444,13 @@ static int cmp_int(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+bool rlb_dir_is_name_file(const char *name)
+{
+	const char *dot = strstr(name, ".state");
+
+	return dot && strcmp(dot, ".state") == 0;
+}
+
 /* Whether entry name is a file this library leaves in a state directory. */
 static bool is_state_entry(const char *name, bool *name_file)
 {
@@ -460,45 +478,6 @@ static bool remove_segment(int id, const char *why, FILE *out)
 	if (out)
 		fprintf(out, "removed segment %d (%s)\n", id, why);
 	return true;
-}
-
-/*
- * Segments of ours made for the directory (dev, ino) that nobody has
- * attached and no name file names (named: sorted ids): left by a process
- * that died between making one and naming it, or that moved away and
- * exited before removing it.
- */
-static int remove_orphans(uint64_t dev, uint64_t ino, const int *named,
-			  size_t nnamed, FILE *out)
-{
-	uid_t me = rlb_libc()->geteuid();
-	struct shm_info info;
-	int max, removed = 0;
-
-	max = rlb_libc()->shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
-	for (int idx = 0; idx <= max; idx++) {
-		struct health_header hdr;
-		struct shmid_ds ds;
-		void *map;
-		int id = rlb_libc()->shmctl(idx, SHM_STAT, &ds);
-
-		if (id < 0 || ds.shm_perm.uid != me || ds.shm_perm.cuid != me ||
-		    ds.shm_nattch != 0 || ds.shm_segsz < sizeof(hdr) ||
-		    (nnamed &&
-		     bsearch(&id, named, nnamed, sizeof(*named), cmp_int)))
-			continue;
-		map = rlb_libc()->shmat(id, NULL, SHM_RDONLY);
-		if (map == (void *)-1)
-			continue;
-		memcpy(&hdr, map, sizeof(hdr));
-		rlb_libc()->shmdt(map);
-		if (memcmp(hdr.magic, HEALTH_MAGIC, sizeof(hdr.magic)) == 0 &&
-		    hdr.version == HEALTH_VERSION && hdr.dir_dev == dev &&
-		    hdr.dir_ino == ino &&
-		    remove_segment(id, "named by no state file", out))
-			removed++;
-	}
-	return removed;
 }
 
 int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
@@ -578,8 +557,13 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 	}
 	if (nnamed)
 		qsort(named, nnamed, sizeof(*named), cmp_int);
-	removed += remove_orphans((uint64_t)st.st_dev, (uint64_t)st.st_ino,
-				  named, nnamed, out);
+	/* Segments of this directory that no name file names: left by a
+	 * process that died between making one and naming it, or that
+	 * moved away and exited before removing it. */
+	removed += rlb_gc_sweep(&(struct gc_here){(uint64_t)st.st_dev,
+						  (uint64_t)st.st_ino, named,
+						  nnamed},
+				0, out);
 	for (size_t i = 0; i < nkeep; i++)
 		free(keep[i]);
 	free(keep);

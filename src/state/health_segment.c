@@ -153,11 +153,15 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
 				 const struct health_home *home, bool *limit,
 				 char *why, size_t whylen)
 {
-	size_t size = HEALTH_SIZE(nslots);
 	struct store *s = store_new(c->nreplicas);
+	size_t size;
 	void *map;
 	int id;
 
+	/* Room for the directory's path in the slots' home words. */
+	if (nslots < rlb_table_home_slots(home->path))
+		nslots = rlb_table_home_slots(home->path);
+	size = HEALTH_SIZE(nslots);
 	*limit = false;
 	if (!s) {
 		snprintf(why, whylen, "%s", strerror(ENOMEM));
@@ -212,7 +216,7 @@ struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly)
 		}
 	}
 	if (!readonly) {
-		struct health_home home = {c->name_hash, 0, 0};
+		struct health_home home = {c->name_hash, 0, 0, NULL, 0};
 
 		rlb_table_header_init(s->map, s->nslots, 0, &home);
 		for (size_t i = 0; i < c->nreplicas; i++)
@@ -284,7 +288,7 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	bool limit;
 
 	struct health_home home = {c->name_hash, s->map->hdr.dir_dev,
-				   s->map->hdr.dir_ino};
+				   s->map->hdr.dir_ino, dir, rlb_dir_ns("mnt")};
 
 	if (s->kind != STORE_SHM || s->readonly)
 		return NULL;
@@ -336,7 +340,6 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	}
 	rlb_table_move(n->map, n->nslots, m->map, m->nslots, rlb_table_cap(c));
 	rlb_segment_destroy(n);
-	(void)dir;
 	return m;
 }
 

@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "engine/engine.h"
 
 /* The largest file the tests read (a name file is one short line). */
@@ -106,6 +107,8 @@ static int teardown(void **state)
 	rlb_health_remove_state(&(struct rlb_config){.state_dir = f->state},
 				true, NULL);
 	nftw(f->tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	/* And those of directories a test made and removed. */
+	rlb_health_gc(NULL);
 	free(f);
 	return 0;
 }
@@ -1555,6 +1558,146 @@ static void test_health_remove_state(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* Reclaiming segments (design.md §12.11) */
+
+/* Attach cluster db in dir, detach: the segment its state file names. */
+static int made_in(const char *dir)
+{
+	struct rlb_config *cfg = attach1(dir, "db", hosts_ab, 2, false);
+	char path[512];
+
+	add_errors(&cfg->clusters[0], 0, 1);
+	cfg_free(cfg);
+	snprintf(path, sizeof(path), "%s/db.state", dir);
+	return named_segment(path, NULL);
+}
+
+static void rm_tree(const char *dir)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Child: make a segment in dir (a first use there), which sweeps. */
+static int sweep_child(const char *dir)
+{
+	struct rlb_config *cfg = attach1(dir, "other", hosts_ab, 2, false);
+	int rc = is_private(cfg) ? 1 : 0;
+
+	cfg_free(cfg);
+	return rc;
+}
+
+/*
+ * Segments whose state directory was removed (rm -rf), or replaced by
+ * another directory at its path, are reclaimed when a segment is made
+ * and by replicalbctl gc. A segment still attached, one named by the
+ * state file of a directory that is still there, and one of a directory
+ * whose inode the new directory at its path reuses, stay.
+ */
+static void test_health_reclaims_segments_of_gone_dirs(void **state)
+{
+	struct fixture *f = *state;
+	char gone[256], held[256], live[256], again[256], path[512];
+	int id_gone, id_held, id_live, id_again;
+	struct rlb_config *holder;
+	struct stat before, after;
+	char *out = NULL;
+	size_t outlen = 0;
+	FILE *mem;
+	pid_t pid;
+
+	snprintf(gone, sizeof(gone), "%s/gone", f->tmp);
+	snprintf(held, sizeof(held), "%s/held", f->tmp);
+	snprintf(live, sizeof(live), "%s/live", f->tmp);
+	snprintf(again, sizeof(again), "%s/again", f->tmp);
+	id_gone = made_in(gone);
+	id_live = made_in(live);
+	id_again = made_in(again);
+	assert_int_equal(stat(again, &before), 0);
+	holder = attach1(held, "db", hosts_ab, 2, false);
+	snprintf(path, sizeof(path), "%s/db.state", held);
+	id_held = named_segment(path, NULL);
+	assert_true(id_gone >= 0 && id_live >= 0 && id_again >= 0 &&
+		    id_held >= 0);
+	rm_tree(gone);
+	rm_tree(held);
+	rm_tree(again);
+	assert_int_equal(mkdir(again, 0700), 0);
+	assert_int_equal(stat(again, &after), 0);
+
+	/* A first use elsewhere, in a process that has not swept yet. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sweep_child(f->state));
+	wait_children(&pid, 1);
+	assert_true(segment_removed(id_gone));
+	assert_false(segment_removed(id_live));
+	assert_false(segment_removed(id_held));
+	/* The same inode at the same path is the same directory to us. */
+	assert_int_equal(segment_removed(id_again),
+			 before.st_ino != after.st_ino ||
+				 before.st_dev != after.st_dev);
+
+	/* Detached now: gc takes it, and says so. */
+	cfg_free(holder);
+	mem = open_memstream(&out, &outlen);
+	assert_non_null(mem);
+	assert_true(rlb_health_gc(mem) >= 1);
+	fclose(mem);
+	assert_true(segment_removed(id_held));
+	assert_non_null(strstr(out, held));
+	assert_non_null(strstr(out, "is gone"));
+	assert_false(segment_removed(id_live));
+	free(out);
+	if (!segment_removed(id_again))
+		shmctl(id_again, IPC_RMID, NULL);
+}
+
+/*
+ * An orphan of the directory being attached (named by no state file)
+ * is reclaimed at creation once it has been unused for a moment, but not
+ * while it may just have been named: HEALTH_GC_GRACE_S.
+ */
+static int orphan_child(const char *dir, int orphan)
+{
+	struct rlb_config *cfg;
+
+	test_clock_advance(10 * 1000);
+	/* A cluster with no state file yet: a segment is made. */
+	cfg = attach1(dir, "third", hosts_ab, 2, false);
+	cfg_free(cfg);
+	return segment_removed(orphan) ? 0 : 1;
+}
+
+static void test_health_reclaims_orphans_of_its_dir(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], aside[512];
+	pid_t pid;
+	int orphan;
+
+	orphan = made_in(f->state);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	snprintf(aside, sizeof(aside), "%s/db.saved", f->tmp);
+	assert_int_equal(rename(path, aside), 0);
+	/* Just detached: spared by a sweep now. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sweep_child(f->state));
+	wait_children(&pid, 1);
+	assert_false(segment_removed(orphan));
+	/* Later, it goes. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(orphan_child(f->state, orphan));
+	wait_children(&pid, 1);
+	unlink(aside);
+}
+
+/* ------------------------------------------------------------------ */
 /* Processes that start together (design.md §12.4) */
 
 /* Child body: attach on its own and add `adds` errors to replica 0. */
@@ -2190,6 +2333,8 @@ int main(void)
 		T(test_health_successor_removed_before_followed),
 		T(test_health_damage_kills_no_process),
 		T(test_health_remove_state),
+		T(test_health_reclaims_segments_of_gone_dirs),
+		T(test_health_reclaims_orphans_of_its_dir),
 		T(test_health_start_together_counts_exactly),
 		T(test_health_segment_limit_falls_back_once),
 		T(test_health_dir_symlink_not_used),
