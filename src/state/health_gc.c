@@ -96,7 +96,7 @@ static bool remove_unused(int id, uid_t me)
 int rlb_gc_sweep(const struct gc_here *here, unsigned flags, FILE *out)
 {
 	uid_t me = rlb_libc()->geteuid();
-	uint64_t mnt = flags & GC_GONE_DIRS ? rlb_dir_ns("mnt") : 0;
+	uint64_t mnt = rlb_dir_ns("mnt");
 	int64_t since = rlb_now() - HEALTH_GC_GRACE_S;
 	struct shm_info info;
 	int max, removed = 0;
@@ -115,7 +115,9 @@ int rlb_gc_sweep(const struct gc_here *here, unsigned flags, FILE *out)
 		    !home_of(id, ds.shm_segsz, &hdr, path, sizeof(path)))
 			continue;
 		if (here && hdr.dir_dev == here->dev &&
-		    hdr.dir_ino == here->ino) {
+		    hdr.dir_ino == here->ino &&
+		    !(path[0] && here->path && hdr.home_mnt == mnt &&
+		      strcmp(path, here->path) != 0)) {
 			/* A name file may have been linked since the
 			 * listing, by a process that attached it. */
 			if ((flags & GC_GRACE) && touched_since(&ds, since))
@@ -158,13 +160,13 @@ int rlb_gc_named(int dirfd, int **ids, size_t *nids)
 	while ((de = rlb_libc()->readdir(d))) {
 		char why[160];
 		struct stat st;
-		uint64_t token;
+		uint64_t token, ns;
 		bool v2;
 		int id;
 
 		if (!rlb_dir_is_name_file(de->d_name) ||
-		    rlb_dir_name_read(dirfd, de->d_name, &id, &token, &v2, &st,
-				      why, sizeof(why)) != 0)
+		    rlb_dir_name_read(dirfd, de->d_name, &id, &token, &ns, &v2,
+				      &st, why, sizeof(why)) != 0)
 			continue;
 		if (n == cap) {
 			int *more = realloc(v, (cap * 2 + 16) * sizeof(*more));
@@ -197,7 +199,8 @@ int rlb_gc_at_create(int dirfd, const struct health_home *home, bool urgent)
 {
 	int64_t now = rlb_monotonic_ms(), last = atomic_load(&gc_last_ms);
 	pid_t me = rlb_libc()->getpid();
-	struct gc_here here = {home->dir_dev, home->dir_ino, NULL, 0};
+	struct gc_here here = {home->dir_dev, home->dir_ino, home->path, NULL,
+			       0};
 	int *named, removed;
 
 	if (atomic_load(&gc_pid) == me &&

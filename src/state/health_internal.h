@@ -39,9 +39,14 @@
 #define HEALTH_GC_MS	  60000
 #define HEALTH_GC_SOON_MS 1000
 #define HEALTH_GC_GRACE_S 2
-/* The name file: "replicalb-state 1 shm ID TOKEN\n" (design.md §12.1). */
-#define NAME_FORMAT  "replicalb-state 1 shm %d %016llx\n"
-#define NAME_MAX_LEN 64
+/*
+ * The name file (design.md §12.1): "replicalb-state 2 shm ID TOKEN NS\n",
+ * NS the IPC namespace of the segment (rlb_dir_ipc_tag()); the line of
+ * version 1, without NS, is read as before.
+ */
+#define NAME_FORMAT    "replicalb-state 2 shm %d %016llx %016llx\n"
+#define NAME_FORMAT_V1 "replicalb-state 1 shm %d %016llx\n"
+#define NAME_MAX_LEN   96
 /* Size of a version-2 state file (a mapped file), replaced at upgrade. */
 #define V2_FILE_SIZE (64 + 8192 * 32)
 
@@ -116,6 +121,8 @@ struct store {
 	int shmid;		 /* STORE_SHM: the segment */
 	uint64_t token;		 /* STORE_SHM: its token */
 	char *dir;		 /* state directory, or NULL */
+	char *fname;		 /* name file in dir: NAME.state, or this
+				  * IPC namespace's NAME.state.ipc-TAG */
 	char *label;		 /* rlb_health_path(): the name file,
 				  * maybe with " (absent)", or
 				  * "(private)" */
@@ -307,7 +314,7 @@ void rlb_dir_log_once(enum rlb_log_level level, const char *fmt, ...)
  * /proc/self/ns shows it, or 0 when it cannot be read (no /proc).
  */
 uint64_t rlb_dir_ns(const char *kind);
-/* Whether name is a name file: NAME.state. */
+/* Whether name is a name file: NAME.state or NAME.state.ipc-TAG. */
 bool rlb_dir_is_name_file(const char *name);
 /* Why st (of a state file or directory) must not be used, or NULL. */
 const char *rlb_dir_owner_problem(const struct stat *st, char *why,
@@ -347,14 +354,30 @@ int rlb_dir_resolve(const struct health_dirs *d, char *dir, size_t len,
  */
 void rlb_dir_file_name(const char *name, char *out, size_t outlen);
 /*
- * Read the name file fname in dirfd: 0 with the segment it names, 1 when
- * there is none, -1 when it is not a valid name file (why; *v2 when it is
- * a state file of version 2). Read with pread, never mapped.
+ * Read the name file fname in dirfd: 0 with the segment it names and the
+ * IPC namespace that holds it (*ns, 0 when a line of version 1 does not
+ * say), 1 when there is none, -1 when it is not a valid name file (why;
+ * *v2 when it is a state file of version 2). Read with pread, never
+ * mapped.
  */
 int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
-		      bool *v2, struct stat *st, char *why, size_t whylen);
+		      uint64_t *ns, bool *v2, struct stat *st, char *why,
+		      size_t whylen);
 /*
- * Write a name file naming (id, token) as a new temporary file, then
+ * This process' IPC namespace as a name file names it: a hash of the
+ * boot (boot_id: hosts sharing a directory over NFS differ) and of the
+ * namespace's inode; never 0, or 0 when /proc cannot tell.
+ */
+uint64_t rlb_dir_ipc_tag(void);
+/*
+ * The name file of cluster file fname that the IPC namespace tag keeps
+ * beside another namespace's (design.md §5.8): fname.ipc-TAG.
+ */
+void rlb_dir_ns_file_name(const char *fname, uint64_t tag, char *out,
+			  size_t outlen);
+/*
+ * Write a name file naming (id, token) in this IPC namespace (its tag
+ * in the line) as a new temporary file, then
  * link it to fname (replace false: fails with EEXIST when a name exists,
  * so that the first of processes starting together wins) or rename it
  * over fname. 0, or -1 with errno.
@@ -377,6 +400,7 @@ void rlb_dir_set_aside(int dirfd, const char *dir, const char *fname,
 /* A state directory being attached or cleaned, for rlb_gc_sweep(). */
 struct gc_here {
 	uint64_t dev, ino; /* the directory */
+	const char *path;  /* its path, or NULL */
 	const int *named;  /* sorted ids its name files name */
 	size_t nnamed;
 };
@@ -387,11 +411,12 @@ struct gc_here {
 /*
  * Remove the user's segments (owner and creator, mode 0600, version 3,
  * nobody attached) that no state file can name any more (design.md
- * §12.11): made for here and named by none of its name files (touched in
- * the last HEALTH_GC_GRACE_S seconds too, unless GC_GRACE); with
- * GC_GONE_DIRS, also those made, in this mount namespace, for a directory
- * whose path they keep and that is gone from it. Says what it removed on
- * out (NULL: nothing). Returns the number removed.
+ * §12.11): made for here (its inode, and its path when they keep
+ * another: the inode was reused) and named by none of its name files
+ * (touched in the last HEALTH_GC_GRACE_S seconds too, unless GC_GRACE);
+ * with GC_GONE_DIRS, also those made, in this mount namespace, for a
+ * directory whose path they keep and that is gone from it. Says what it
+ * removed on out (NULL: nothing). Returns the number removed.
  */
 int rlb_gc_sweep(const struct gc_here *here, unsigned flags, FILE *out);
 /*

@@ -40,6 +40,7 @@ void rlb_segment_free(struct store *s)
 			free(s->map);
 	}
 	free(s->dir);
+	free(s->fname);
 	free(s->label);
 	free(s);
 }
@@ -311,14 +312,14 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	code = successor_code(n->shmid, n->token);
 	if (atomic_compare_exchange_strong(&s->map->hdr.successor, &expected,
 					   code)) {
+		uint64_t token, ns;
 		struct stat st;
-		uint64_t token;
 		bool v2;
 		int id;
 
 		if (dirfd >= 0 &&
-		    rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
-				      sizeof(why)) == 0 &&
+		    rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st,
+				      why, sizeof(why)) == 0 &&
 		    id == s->shmid && token == s->token &&
 		    rlb_dir_name_write(dirfd, fname, n->shmid, n->token,
 				       true) == 0)

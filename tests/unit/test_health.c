@@ -92,7 +92,7 @@ static int rm_segment(const char *path, const struct stat *st, int type,
 	if (fd < 0)
 		return 0;
 	if (read(fd, text, sizeof(text) - 1) > 0 &&
-	    sscanf(text, "replicalb-state 1 shm %d", &id) == 1)
+	    sscanf(text, "replicalb-state %*d shm %d", &id) == 1)
 		shmctl(id, IPC_RMID, NULL);
 	close(fd);
 	return 0;
@@ -970,7 +970,7 @@ static int named_segment(const char *path, uint64_t *token)
 	if (fd < 0)
 		return -1;
 	if (read(fd, text, sizeof(text) - 1) < 0 ||
-	    sscanf(text, "replicalb-state 1 shm %d %llx", &id, &tok) != 2)
+	    sscanf(text, "replicalb-state %*d shm %d %llx", &id, &tok) != 2)
 		id = -1;
 	close(fd);
 	if (token)
@@ -1186,6 +1186,12 @@ static void test_health_bad_name_files_set_aside(void **state)
 		 "not a name file"},
 		{"replicalb-state 1 shm 2147483000 0000000000000001\n",
 		 "removed"},
+		{"replicalb-state 2 shm 1 0000000000000001\n",
+		 "not a name file"},
+		{"replicalb-state 2 shm 1 0000000000000001 0000000000000000\n",
+		 "not a name file"},
+		{"replicalb-state 2 shm 1 0000000000000001 00ff\n",
+		 "not a name file"},
 	};
 	struct fixture *f = *state;
 	char path[512];
@@ -1337,6 +1343,103 @@ static void test_health_name_file_of_other_cluster_set_aside(void **state)
 static void sleep_follow(void)
 {
 	usleep(1100 * 1000);
+}
+
+/*
+ * A name file of version 1, as the release before this one wrote it
+ * (no IPC namespace), is read: its segment is used, nothing set aside.
+ */
+static void test_health_name_file_of_version_1_read(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	char path[512], text[128];
+	uint64_t token;
+	int id;
+
+	add_errors(&cfg->clusters[0], 1, 3);
+	cfg_free(cfg);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	id = named_segment(path, &token);
+	assert_true(id >= 0);
+	snprintf(text, sizeof(text), "replicalb-state 1 shm %d %016llx\n", id,
+		 (unsigned long long)token);
+	write_file(path, text, strlen(text), 0600);
+	cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_false(is_private(cfg));
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 1, 0, false), 3);
+	assert_int_equal(named_segment(path, NULL), id);
+	assert_int_equal(count_prefix(f->state, "db.state."), 0);
+	cfg_free(cfg);
+}
+
+/*
+ * One of two processes in IPC namespaces of their own that share the
+ * state directory (Docker's default, with /tmp or a volume shared): they
+ * take turns; each attaches, then reads the name file again once a
+ * (moved) second and adds an error. The second to attach warns once.
+ */
+static int ns_child(const char *dir, atomic_int *turn, int me, int rounds)
+{
+	struct rlb_config *cfg = NULL;
+	struct capture cap;
+	int rc = 0, warned;
+	char *log;
+
+	if (unshare(CLONE_NEWIPC) != 0)
+		return 77;
+	capture_begin(&cap);
+	for (int r = 0; r < rounds; r++) {
+		while (atomic_load(turn) % 2 != me)
+			sched_yield();
+		if (!cfg)
+			cfg = attach1(dir, "db", hosts_ab, 2, false);
+		test_clock_advance(1100);
+		add_errors(&cfg->clusters[0], 0, 1);
+		atomic_fetch_add(turn, 1);
+	}
+	log = capture_end(&cap);
+	warned = count_lines_with(log, "another IPC namespace");
+	if (is_private(cfg))
+		rc = 1;
+	else if (rlb_health_errors(&cfg->clusters[0], 0, 0, false) !=
+		 (uint64_t)rounds)
+		rc = 2;
+	else if (warned != me || count_lines_with(log, "replicalb[") != me)
+		rc = 3;
+	free(log);
+	cfg_free(cfg);
+	return rc;
+}
+
+static void test_health_ipc_namespaces_share_a_dir(void **state)
+{
+	struct fixture *f = *state;
+	atomic_int *turn;
+	pid_t pids[2];
+	int status;
+
+	if (geteuid() != 0)
+		skip();
+	turn = gate_new();
+	for (int i = 0; i < 2; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			_exit(ns_child(f->state, turn, i, 6));
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status));
+		if (WEXITSTATUS(status) == 77)
+			skip();
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	munmap(turn, 2 * sizeof(*turn));
+	/* Nothing set aside; the second namespace's file beside the first. */
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt"), 0);
+	assert_int_equal(count_prefix(f->state, "db.state.ipc-"), 1);
+	assert_int_equal(count_prefix(f->state, "db.state"), 2);
 }
 
 static void test_health_name_file_damaged_while_in_use(void **state)
@@ -2327,6 +2430,8 @@ int main(void)
 		T(test_health_segment_of_wrong_mode_not_used),
 		T(test_health_segment_of_other_owner_not_used),
 		T(test_health_name_file_of_other_cluster_set_aside),
+		T(test_health_name_file_of_version_1_read),
+		T(test_health_ipc_namespaces_share_a_dir),
 		T(test_health_name_file_damaged_while_in_use),
 		T(test_health_segment_removed_while_in_use),
 		T(test_health_name_file_replaced_while_in_use),
