@@ -228,7 +228,7 @@ rlb_cleanup()
 		kill -KILL "$pid" 2>/dev/null
 	done
 	[ -n "$T" ] && rm_state_segments "$T"
-	[ -n "$T" ] && [ -z "${RLB_KEEP_T:-}" ] && rm -rf "$T"
+	[ -n "$T" ] && [ -z "${RLB_KEEP_T:-}" ] && rm -rf "$T" && rm_gone_segments
 }
 
 # rm_state_segments DIR... : remove the SysV segments that the state name
@@ -241,6 +241,15 @@ rm_state_segments()
 		{} + 2>/dev/null); do
 		ipcrm -m "$id" 2>/dev/null
 	done
+	return 0
+}
+
+# rm_gone_segments : after a state directory is removed, the segments no
+# state file named (moved away from, set aside): replicalbctl gc
+# (design.md §12.11) removes every unused segment whose directory is gone.
+rm_gone_segments()
+{
+	[ -x "$RLBCTL" ] && "$RLBCTL" gc >/dev/null 2>&1
 	return 0
 }
 

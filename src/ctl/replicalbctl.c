@@ -78,6 +78,9 @@ static const char usage_text[] =
 	"  remove-state [--all]      remove the state of clusters not in the\n"
 	"                            config (of all with --all), and "
 	"leftovers\n"
+	"  gc                        remove the segments of state "
+	"directories\n"
+	"                            that are gone\n"
 	"\n"
 	"options:\n"
 	"  -c, --config FILE         config file; default: $REPLICALB_CONFIG,\n"
@@ -656,6 +659,16 @@ static int cmd_remove_state(struct rlb_config *cfg, const struct ctl_opts *o)
 	return 0;
 }
 
+/*
+ * Remove the user's segments whose state directory is gone (design.md
+ * §12.11), whatever the config: they are nobody's any more.
+ */
+static int cmd_gc(struct rlb_config *cfg, const struct ctl_opts *o)
+{
+	rlb_health_gc(stdout);
+	return 0;
+}
+
 static const struct ctl_cmd commands[] = {
 	{"check", 0, 0, 0, CTL_NEEDS_CONFIG, cmd_check},
 	{"resolve", 1, 1, CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
@@ -668,6 +681,7 @@ static const struct ctl_cmd commands[] = {
 	{"probe", 0, 0, CTL_OPT_JSON | CTL_OPT_INTERVAL, CTL_NEEDS_RUNTIME,
 	 cmd_probe},
 	{"remove-state", 0, 0, CTL_OPT_ALL, CTL_NEEDS_CONFIG, cmd_remove_state},
+	{"gc", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_gc},
 };
 
 static const char *const opt_names[] = {"-n",	  "--peek",	"-v",

@@ -25,21 +25,44 @@ static void dirs_put(struct health_dirs *d)
 /* Attach (design.md §12.4) */
 
 /*
+ * A new segment for c in the directory dirfd (home), as
+ * rlb_segment_create() makes one. Segments that no state file can name
+ * any more are reclaimed first, at most once a minute, and again when a
+ * kernel limit refused the segment (design.md §12.11).
+ */
+static struct store *create_reclaiming(const struct rlb_cluster *c, int dirfd,
+				       const struct health_home *home,
+				       bool *limit, char *why, size_t whylen)
+{
+	uint32_t nslots = rlb_table_slots(c->nreplicas);
+	struct store *s;
+
+	rlb_gc_at_create(dirfd, home, false);
+	s = rlb_segment_create(c, nslots, home, limit, why, whylen);
+	if (!s && *limit && rlb_gc_at_create(dirfd, home, true) > 0)
+		s = rlb_segment_create(c, nslots, home, limit, why, whylen);
+	return s;
+}
+
+/*
  * The segment that the name file fname of dir (dirfd) names, attached
  * for c; when there is none, mine, or else a new segment, is named by
  * creating the name file with link(): of processes that start together,
  * the first link wins and the others attach its segment and remove their
  * own. A name file that is not valid, or names a segment that fails the
- * checks, is set aside first. Returns mine when the name file names it;
- * NULL with the reason in why (*limit: the kernel's segment limits).
+ * checks, is set aside first; so is one that names a segment of another
+ * IPC namespace, unless foreign is given: then *foreign is set and NULL
+ * returned, the file left alone. Returns mine when the name file names
+ * it; NULL with the reason in why (*limit: the kernel's segment limits).
  * Successors are not followed here.
  */
 static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 				  const char *dir, const char *fname,
-				  struct store *mine, bool *limit, char *why,
-				  size_t whylen)
+				  struct store *mine, bool *foreign,
+				  bool *limit, char *why, size_t whylen)
 {
-	struct health_home home = {c->name_hash, 0, 0};
+	struct health_home home = {c->name_hash, 0, 0, dir, rlb_dir_ns("mnt")};
+	uint64_t tag = rlb_dir_ipc_tag();
 	struct stat dst;
 	int dir_err = 0;
 
@@ -51,14 +74,24 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 		dir_err = errno;
 	}
 	for (int tries = 0; tries <= HEALTH_TRIES; tries++) {
-		struct stat st;
-		uint64_t token;
+		uint64_t token, ns;
 		struct store *s;
+		struct stat st;
 		bool v2;
 		int rc, id, err;
 
-		rc = rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
-				       whylen);
+		rc = rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st,
+				       why, whylen);
+		/* Its id means nothing here: not ours to judge or replace. */
+		if (rc == 0 && ns && tag && ns != tag) {
+			if (foreign) {
+				*foreign = true;
+				return NULL;
+			}
+			snprintf(why, whylen,
+				 "it names a segment of another IPC namespace");
+			rc = -1;
+		}
 		if (rc == 0 && mine && mine->shmid == id &&
 		    mine->token == token)
 			return mine;
@@ -82,9 +115,10 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 				 strerror(dir_err));
 			return NULL;
 		}
-		if (!s &&
-		    !(s = rlb_segment_create(c, rlb_table_slots(c->nreplicas),
-					     &home, limit, why, whylen)))
+		if (!s)
+			s = create_reclaiming(c, dirfd, &home, limit, why,
+					      whylen);
+		if (!s)
 			return NULL;
 		if (rlb_dir_name_write(dirfd, fname, s->shmid, s->token,
 				       false) == 0)
@@ -101,6 +135,51 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 	}
 	snprintf(why, whylen, "it keeps being corrupted or replaced");
 	return NULL;
+}
+
+/*
+ * attach_named() for c's state in dir (dirfd) through the name file of
+ * this IPC namespace (design.md §5.8): NAME.state, unless this namespace
+ * keeps its own NAME.state.ipc-TAG beside it already, or NAME.state
+ * names a segment of another IPC namespace (a container or a host that
+ * shares the directory); then its own, made with one warning. fname
+ * (NAME_MAX + 1 bytes) gets the name file used.
+ */
+static struct store *attach_state(const struct rlb_cluster *c, int dirfd,
+				  const char *dir, char *fname,
+				  struct store *mine, bool *limit, char *why,
+				  size_t whylen)
+{
+	uint64_t tag = rlb_dir_ipc_tag();
+	char own[NAME_MAX + 1];
+	bool foreign = false;
+	struct store *s;
+	struct stat st;
+
+	rlb_dir_file_name(c->name ? c->name : "", fname, NAME_MAX + 1);
+	if (!tag)
+		return attach_named(c, dirfd, dir, fname, mine, NULL, limit,
+				    why, whylen);
+	rlb_dir_ns_file_name(fname, tag, own, sizeof(own));
+	if (rlb_libc()->fstatat(dirfd, own, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		snprintf(fname, NAME_MAX + 1, "%s", own);
+		return attach_named(c, dirfd, dir, fname, mine, NULL, limit,
+				    why, whylen);
+	}
+	s = attach_named(c, dirfd, dir, fname, mine, &foreign, limit, why,
+			 whylen);
+	if (s || !foreign)
+		return s;
+	/* Without the cluster: one warning for all of the directory's. */
+	rlb_dir_log_once(
+		RLB_LOG_WARNING,
+		"state files in %s name segments of another IPC namespace (a "
+		"container or host that shares the directory): this namespace "
+		"keeps its own state beside them, as NAME.state.ipc-%016llx",
+		dir, (unsigned long long)tag);
+	snprintf(fname, NAME_MAX + 1, "%s", own);
+	return attach_named(c, dirfd, dir, fname, mine, NULL, limit, why,
+			    whylen);
 }
 
 /* Label of a store: the name file's path, with suffix. */
@@ -148,7 +227,7 @@ static struct store *attach_rw(struct rlb_health *h,
 		snprintf(why, sizeof(why), "path too long");
 		goto out_private;
 	}
-	s = attach_named(c, dirfd, dir, fname, NULL, &limit, why, sizeof(why));
+	s = attach_state(c, dirfd, dir, fname, NULL, &limit, why, sizeof(why));
 	if (!s)
 		goto out_private;
 	tip = rlb_segment_follow(c, s);
@@ -158,6 +237,7 @@ static struct store *attach_rw(struct rlb_health *h,
 	if (s != tip)
 		rlb_segment_free(tip);
 	s->dir = strdup(dir);
+	s->fname = strdup(fname);
 	store_label(s, dir, fname, "");
 	rlb_libc()->close(dirfd);
 	return s;
@@ -166,6 +246,34 @@ out_private:
 	log_private(c, dir, why, limit);
 	rlb_libc()->close(dirfd);
 	return rlb_segment_private(c, false);
+}
+
+/*
+ * Read, for a look, the name file of this IPC namespace (as attach_state()
+ * chooses it) in dirfd: fname (NAME_MAX + 1 bytes) is the cluster's
+ * NAME.state, and becomes the file read. As rlb_dir_name_read().
+ */
+static int look_name(int dirfd, char *fname, int *id, uint64_t *token,
+		     struct stat *st, char *why, size_t whylen)
+{
+	uint64_t tag = rlb_dir_ipc_tag(), ns;
+	char own[NAME_MAX + 1];
+	bool v2;
+	int rc;
+
+	if (tag) {
+		rlb_dir_ns_file_name(fname, tag, own, sizeof(own));
+		if (rlb_libc()->fstatat(dirfd, own, st, AT_SYMLINK_NOFOLLOW) ==
+		    0)
+			snprintf(fname, NAME_MAX + 1, "%s", own);
+	}
+	rc = rlb_dir_name_read(dirfd, fname, id, token, &ns, &v2, st, why,
+			       whylen);
+	if (rc != 0 || !ns || !tag || ns == tag)
+		return rc;
+	/* Another namespace's: this one has no state of its own yet. */
+	snprintf(fname, NAME_MAX + 1, "%s", own);
+	return 1;
 }
 
 /*
@@ -182,7 +290,6 @@ static struct store *attach_look(struct rlb_health *h,
 	struct store *s = NULL;
 	struct stat st;
 	uint64_t token;
-	bool v2;
 	int dirfd, id, rc;
 
 	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
@@ -215,8 +322,7 @@ static struct store *attach_look(struct rlb_health *h,
 		rlb_libc()->close(dirfd);
 		goto out_zeroes;
 	}
-	rc = rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
-			       sizeof(why));
+	rc = look_name(dirfd, fname, &id, &token, &st, why, sizeof(why));
 	rlb_libc()->close(dirfd);
 	if (rc == 1) {
 		suffix = " (absent)";
@@ -403,6 +509,16 @@ static bool switch_to(struct rlb_health *h, const struct rlb_cluster *c,
 	return true;
 }
 
+/* The name file s is named by: its own, else c's NAME.state. */
+static void store_fname(const struct rlb_cluster *c, const struct store *s,
+			char *fname, size_t len)
+{
+	if (s->fname)
+		snprintf(fname, len, "%s", s->fname);
+	else
+		rlb_dir_file_name(c->name ? c->name : "", fname, len);
+}
+
 /*
  * Once a second: whether the name file still names s, whole and of ours;
  * if not (removed, emptied, cut, replaced, its segment removed or given
@@ -414,15 +530,15 @@ static struct store *follow_name(struct rlb_health *h,
 {
 	char fname[NAME_MAX + 1], why[200], why2[200];
 	struct store *n, *tip;
+	uint64_t token, ns;
 	struct shmid_ds ds;
 	bool gone, v2, limit;
 	struct stat st;
-	uint64_t token;
 	int dirfd, id;
 
 	if (!s->dir)
 		return s;
-	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	store_fname(c, s, fname, sizeof(fname));
 	if (rlb_libc()->shmctl(s->shmid, IPC_STAT, &ds) != 0) {
 		gone = true;
 		snprintf(why2, sizeof(why2), "segment %d removed", s->shmid);
@@ -433,14 +549,19 @@ static struct store *follow_name(struct rlb_health *h,
 	if (dirfd < 0)
 		return s;
 	if (!gone &&
-	    rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
+	    rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st, why,
 			      sizeof(why)) == 0 &&
 	    id == s->shmid && token == s->token) {
 		rlb_libc()->close(dirfd);
 		return s;
 	}
-	n = attach_named(c, dirfd, s->dir, fname, gone ? NULL : s, &limit, why,
+	n = attach_state(c, dirfd, s->dir, fname, gone ? NULL : s, &limit, why,
 			 sizeof(why));
+	/* Named again, in this namespace's own file now: follow that. */
+	if (n == s && strcmp(fname, s->fname ? s->fname : "") != 0) {
+		free(s->fname);
+		s->fname = strdup(fname);
+	}
 	if (n && n != s) {
 		tip = rlb_segment_follow(c, n);
 		if (tip != n)
@@ -449,6 +570,7 @@ static struct store *follow_name(struct rlb_health *h,
 		if (n != tip)
 			rlb_segment_free(tip);
 		n->dir = strdup(s->dir);
+		n->fname = strdup(fname);
 		n->label = s->label ? strdup(s->label) : NULL;
 		rlb_dir_log_once(
 			RLB_LOG_WARNING,
@@ -495,7 +617,7 @@ void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
 		struct store *tip = rlb_segment_follow(c, s);
 
 		atomic_store(&h->grow_owed, false);
-		rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+		store_fname(c, s, fname, sizeof(fname));
 		n = rlb_segment_settle(c, tip, dirfd, s->dir, fname, false);
 		if (n != tip && tip != s)
 			rlb_segment_free(tip);
@@ -508,6 +630,7 @@ void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
 				     atomic_load(&s->map->hdr.successor));
 		if (n != s) {
 			n->dir = s->dir ? strdup(s->dir) : NULL;
+			n->fname = s->fname ? strdup(s->fname) : NULL;
 			n->label = s->label ? strdup(s->label) : NULL;
 		}
 	} else {

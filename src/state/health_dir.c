@@ -72,6 +72,17 @@ int rlb_dir_trusted(int fd, struct stat *st, char *why, size_t whylen)
 	return rlb_dir_owner_problem(st, why, whylen) ? -1 : 0;
 }
 
+uint64_t rlb_dir_ns(const char *kind)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	if (rlb_libc()->stat(path, &st) != 0)
+		return 0;
+	return (uint64_t)st.st_ino;
+}
+
 /* mkdir 0700; 1 if created, 0 if it existed, -1/errno otherwise. */
 static int make_dir(const char *path)
 {
@@ -277,15 +288,17 @@ void rlb_dir_file_name(const char *name, char *out, size_t outlen)
 /* Name files (design.md §12.1) */
 
 /*
- * Parse the text of a name file: 0 with *id and *token, -1 with the
- * reason in why. Exactly one line of NAME_FORMAT, nothing else.
+ * Parse the text of a name file: 0 with *id, *token and *ns (0 for a
+ * line of version 1, which names no IPC namespace), -1 with the reason
+ * in why. Exactly one line of NAME_FORMAT or NAME_FORMAT_V1, nothing
+ * else.
  */
 static int name_parse(const char *text, size_t len, int *id, uint64_t *token,
-		      char *why, size_t whylen)
+		      uint64_t *ns, char *why, size_t whylen)
 {
 	char buf[NAME_MAX_LEN + 1], again[NAME_MAX_LEN + 1];
-	unsigned long long tok;
-	int n = -1, v;
+	unsigned long long tok, tag = 0;
+	int n = -1, v, fields;
 
 	if (len == 0 || len > NAME_MAX_LEN || memchr(text, '\0', len)) {
 		snprintf(why, whylen, "%s", len ? "not a name file" : "empty");
@@ -293,25 +306,75 @@ static int name_parse(const char *text, size_t len, int *id, uint64_t *token,
 	}
 	memcpy(buf, text, len);
 	buf[len] = '\0';
-	if (sscanf(buf, "replicalb-state 1 shm %d %16llx%n", &v, &tok, &n) !=
-		    2 ||
-	    n < 0 || v < 0) {
+	fields = sscanf(buf, "replicalb-state 2 shm %d %16llx %16llx%n", &v,
+			&tok, &tag, &n);
+	if (fields != 3) {
+		n = -1;
+		tag = 0;
+		fields = sscanf(buf, "replicalb-state 1 shm %d %16llx%n", &v,
+				&tok, &n) +
+			 1;
+	}
+	if (fields != 3 || n < 0 || v < 0) {
 		snprintf(why, whylen, "not a name file");
 		return -1;
 	}
-	/* The canonical text only: no signs, spaces or short tokens. */
-	snprintf(again, sizeof(again), NAME_FORMAT, v, tok);
+	/* The canonical text only: no signs, spaces or short numbers. */
+	if (tag)
+		snprintf(again, sizeof(again), NAME_FORMAT, v, tok, tag);
+	else
+		snprintf(again, sizeof(again), NAME_FORMAT_V1, v, tok);
 	if (strcmp(again, buf) != 0) {
 		snprintf(why, whylen, "not a name file");
 		return -1;
 	}
 	*id = v;
 	*token = tok;
+	*ns = tag;
 	return 0;
 }
 
+/* boot_id: it tells the hosts that share a directory over NFS apart. */
+static uint64_t boot_hash(void)
+{
+	static _Atomic uint64_t cached;
+	uint64_t h = atomic_load(&cached);
+	char text[64];
+	ssize_t len;
+	int fd;
+
+	if (h)
+		return h;
+	fd = rlb_libc()->open("/proc/sys/kernel/random/boot_id",
+			      O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 1;
+	len = rlb_libc()->read(fd, text, sizeof(text));
+	rlb_libc()->close(fd);
+	h = rlb_hash64(text, len > 0 ? (size_t)len : 0, 0) | 1;
+	atomic_store(&cached, h);
+	return h;
+}
+
+uint64_t rlb_dir_ipc_tag(void)
+{
+	uint64_t words[2] = {boot_hash(), rlb_dir_ns("ipc")};
+
+	if (!words[1])
+		return 0;
+	/* Never 0, which is a line of version 1's. */
+	return rlb_hash64(words, sizeof(words), HEALTH_CHECK_SEED) | 1;
+}
+
+void rlb_dir_ns_file_name(const char *fname, uint64_t tag, char *out,
+			  size_t outlen)
+{
+	snprintf(out, outlen, "%s.ipc-%016llx", fname, (unsigned long long)tag);
+}
+
 int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
-		      bool *v2, struct stat *st, char *why, size_t whylen)
+		      uint64_t *ns, bool *v2, struct stat *st, char *why,
+		      size_t whylen)
 {
 	const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 	char text[NAME_MAX_LEN + 1];
@@ -349,7 +412,7 @@ int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
 		snprintf(why, whylen, "%s", strerror(errno));
 		goto out_close;
 	}
-	rc = name_parse(text, (size_t)len, id, token, why, whylen);
+	rc = name_parse(text, (size_t)len, id, token, ns, why, whylen);
 out_close:
 	rlb_libc()->close(fd);
 	return rc;
@@ -360,12 +423,19 @@ int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
 {
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	char tmp[NAME_MAX + 64], text[NAME_MAX_LEN + 1];
+	uint64_t tag = rlb_dir_ipc_tag();
 	int fd, len, rc, err;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%08x", fname,
 		 (long)rlb_libc()->getpid(), rlb_random_u32());
-	len = snprintf(text, sizeof(text), NAME_FORMAT, id,
-		       (unsigned long long)token);
+	/* Without /proc, the line of version 1: no namespace to name. */
+	if (tag)
+		len = snprintf(text, sizeof(text), NAME_FORMAT, id,
+			       (unsigned long long)token,
+			       (unsigned long long)tag);
+	else
+		len = snprintf(text, sizeof(text), NAME_FORMAT_V1, id,
+			       (unsigned long long)token);
 	fd = rlb_libc()->openat(dirfd, tmp, flags, 0600);
 	if (fd < 0)
 		return -1;
@@ -433,15 +503,54 @@ static int cmp_int(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Whether entry name is a file this library leaves in a state directory. */
-static bool is_state_entry(const char *name, bool *name_file)
+/*
+ * What follows "NAME.state" in entry name, past an IPC namespace's
+ * ".ipc-TAG" (*ns_len its length): "" for a name file, ".corrupt-..." or
+ * ".tmp-..." for the files made beside one, or NULL for anything else.
+ * A cluster's name may hold ".state" too: the last one that fits counts.
+ */
+static const char *state_suffix(const char *name, size_t *ns_len)
 {
-	const char *dot = strstr(name, ".state");
+	const char *found = NULL;
 
-	*name_file = dot && strcmp(dot, ".state") == 0;
-	return *name_file ||
-	       (dot && (strncmp(dot, ".state.corrupt-", 15) == 0 ||
-			strncmp(dot, ".state.tmp-", 11) == 0));
+	for (const char *dot = strstr(name, ".state"); dot;
+	     dot = strstr(dot + 1, ".state")) {
+		const char *rest = dot + 6;
+		size_t n = 0;
+
+		if (strncmp(rest, ".ipc-", 5) == 0 &&
+		    strspn(rest + 5, "0123456789abcdef") >= 16)
+			n = 21;
+		if (rest[n] == '\0' || strncmp(rest + n, ".corrupt-", 9) == 0 ||
+		    strncmp(rest + n, ".tmp-", 5) == 0) {
+			found = rest + n;
+			*ns_len = n;
+		}
+	}
+	return found;
+}
+
+bool rlb_dir_is_name_file(const char *name)
+{
+	size_t ns_len = 0;
+	const char *rest = state_suffix(name, &ns_len);
+
+	return rest && *rest == '\0';
+}
+
+/*
+ * Whether entry name is a file this library leaves in a state directory;
+ * *name_file when it is a name file, *base_len the length of the plain
+ * NAME.state of its cluster.
+ */
+static bool is_state_entry(const char *name, bool *name_file, size_t *base_len)
+{
+	size_t ns_len = 0;
+	const char *rest = state_suffix(name, &ns_len);
+
+	*name_file = rest && *rest == '\0';
+	*base_len = rest ? (size_t)(rest - name) - ns_len : 0;
+	return rest != NULL;
 }
 
 /*
@@ -460,45 +569,6 @@ static bool remove_segment(int id, const char *why, FILE *out)
 	if (out)
 		fprintf(out, "removed segment %d (%s)\n", id, why);
 	return true;
-}
-
-/*
- * Segments of ours made for the directory (dev, ino) that nobody has
- * attached and no name file names (named: sorted ids): left by a process
- * that died between making one and naming it, or that moved away and
- * exited before removing it.
- */
-static int remove_orphans(uint64_t dev, uint64_t ino, const int *named,
-			  size_t nnamed, FILE *out)
-{
-	uid_t me = rlb_libc()->geteuid();
-	struct shm_info info;
-	int max, removed = 0;
-
-	max = rlb_libc()->shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
-	for (int idx = 0; idx <= max; idx++) {
-		struct health_header hdr;
-		struct shmid_ds ds;
-		void *map;
-		int id = rlb_libc()->shmctl(idx, SHM_STAT, &ds);
-
-		if (id < 0 || ds.shm_perm.uid != me || ds.shm_perm.cuid != me ||
-		    ds.shm_nattch != 0 || ds.shm_segsz < sizeof(hdr) ||
-		    (nnamed &&
-		     bsearch(&id, named, nnamed, sizeof(*named), cmp_int)))
-			continue;
-		map = rlb_libc()->shmat(id, NULL, SHM_RDONLY);
-		if (map == (void *)-1)
-			continue;
-		memcpy(&hdr, map, sizeof(hdr));
-		rlb_libc()->shmdt(map);
-		if (memcmp(hdr.magic, HEALTH_MAGIC, sizeof(hdr.magic)) == 0 &&
-		    hdr.version == HEALTH_VERSION && hdr.dir_dev == dev &&
-		    hdr.dir_ino == ino &&
-		    remove_segment(id, "named by no state file", out))
-			removed++;
-	}
-	return removed;
 }
 
 int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
@@ -546,15 +616,21 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		const char *name = de->d_name;
 		struct stat nst;
 		uint64_t token;
+		char base[NAME_MAX + 1];
+		const char *basep = base;
+		uint64_t ns;
 		bool name_file, v2;
+		size_t base_len;
 		int id, rc;
 
-		if (!is_state_entry(name, &name_file))
+		if (!is_state_entry(name, &name_file, &base_len))
 			continue;
-		rc = rlb_dir_name_read(dirfd, name, &id, &token, &v2, &nst, why,
-				       sizeof(why));
+		/* An IPC namespace's own file is its cluster's too. */
+		snprintf(base, sizeof(base), "%.*s", (int)base_len, name);
+		rc = rlb_dir_name_read(dirfd, name, &id, &token, &ns, &v2, &nst,
+				       why, sizeof(why));
 		if (name_file && !all && keep &&
-		    bsearch(&name, keep, nkeep, sizeof(*keep), cmp_str)) {
+		    bsearch(&basep, keep, nkeep, sizeof(*keep), cmp_str)) {
 			if (rc == 0 && nnamed == cap) {
 				int *more = realloc(
 					named, (cap * 2 + 16) * sizeof(*more));
@@ -578,8 +654,13 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 	}
 	if (nnamed)
 		qsort(named, nnamed, sizeof(*named), cmp_int);
-	removed += remove_orphans((uint64_t)st.st_dev, (uint64_t)st.st_ino,
-				  named, nnamed, out);
+	/* Segments of this directory that no name file names: left by a
+	 * process that died between making one and naming it, or that
+	 * moved away and exited before removing it. */
+	removed += rlb_gc_sweep(&(struct gc_here){(uint64_t)st.st_dev,
+						  (uint64_t)st.st_ino, dir,
+						  named, nnamed},
+				0, out);
 	for (size_t i = 0; i < nkeep; i++)
 		free(keep[i]);
 	free(keep);

@@ -33,9 +33,20 @@
 #define HEALTH_MAX_RETIRED 64 /* stores one cluster may move away from */
 #define HEALTH_MAX_HOPS	   8  /* successors followed in one go */
 #define HEALTH_TRIES	   4  /* name files set aside in one attach */
-/* The name file: "replicalb-state 1 shm ID TOKEN\n" (design.md §12.1). */
-#define NAME_FORMAT  "replicalb-state 1 shm %d %016llx\n"
-#define NAME_MAX_LEN 64
+/* Sweeps at creation (design.md §12.11): once a minute per process, once
+ * a second while a kernel limit refuses segments; an orphan attached or
+ * detached in the last seconds may just have been named, and is spared. */
+#define HEALTH_GC_MS	  60000
+#define HEALTH_GC_SOON_MS 1000
+#define HEALTH_GC_GRACE_S 2
+/*
+ * The name file (design.md §12.1): "replicalb-state 2 shm ID TOKEN NS\n",
+ * NS the IPC namespace of the segment (rlb_dir_ipc_tag()); the line of
+ * version 1, without NS, is read as before.
+ */
+#define NAME_FORMAT    "replicalb-state 2 shm %d %016llx %016llx\n"
+#define NAME_FORMAT_V1 "replicalb-state 1 shm %d %016llx\n"
+#define NAME_MAX_LEN   96
 /* Size of a version-2 state file (a mapped file), replaced at upgrade. */
 #define V2_FILE_SIZE (64 + 8192 * 32)
 
@@ -61,7 +72,13 @@ struct health_header {
 	_Atomic uint64_t rr_counter; /* round-robin selections so far */
 	_Atomic uint64_t successor;  /* 0, or successor_code() of the
 				      * larger segment that replaces this */
-	uint64_t reserved[5];	     /* zero */
+	uint32_t home_len;	     /* bytes of the directory's path kept
+				      * in the slots' home words, 0: none */
+	uint32_t reserved0;	     /* zero */
+	uint64_t home_hash;	     /* home_hash() of that path */
+	uint64_t home_mnt;	     /* mount namespace it was made in
+				      * (its /proc inode), 0: unknown */
+	uint64_t reserved[2];	     /* zero */
 };
 
 /* One replica's counts, keyed by its identity. */
@@ -69,7 +86,8 @@ struct health_slot {
 	_Atomic uint64_t key;	    /* identity, or HEALTH_KEY_* */
 	_Atomic uint64_t errors;    /* capped at error_cap */
 	_Atomic uint64_t slowdowns; /* attempts abandoned early; uncapped */
-	uint64_t reserved;
+	uint64_t home;		    /* 8 bytes of the state directory's path,
+				     * in slot order (design.md §12.2) */
 };
 
 /* A segment: header, then an open-addressing table of nslots slots. */
@@ -103,6 +121,8 @@ struct store {
 	int shmid;		 /* STORE_SHM: the segment */
 	uint64_t token;		 /* STORE_SHM: its token */
 	char *dir;		 /* state directory, or NULL */
+	char *fname;		 /* name file in dir: NAME.state, or this
+				  * IPC namespace's NAME.state.ipc-TAG */
 	char *label;		 /* rlb_health_path(): the name file,
 				  * maybe with " (absent)", or
 				  * "(private)" */
@@ -156,6 +176,8 @@ struct health_home {
 	uint64_t name_hash; /* rlb_cluster.name_hash */
 	uint64_t dir_dev;   /* state directory, 0 for private memory */
 	uint64_t dir_ino;
+	const char *path; /* its absolute path, or NULL: not recorded */
+	uint64_t mnt;	  /* mount namespace of path, 0: unknown */
 };
 
 /* ------------------------------------------------------------------ */
@@ -165,9 +187,22 @@ struct health_home {
 void rlb_table_add(_Atomic uint64_t *v, uint64_t n, uint64_t cap);
 /* Slots for n replicas: a power of 2 with load factor at most 1/2. */
 uint32_t rlb_table_slots(size_t n);
-/* Write a fresh header of a table of nslots slots (T and counter 0). */
+/*
+ * Write a fresh header of a table of nslots slots (T and counter 0), and
+ * home's path, when it is absolute and fits, into the slots' home words
+ * (design.md §12.2). The slots must still be zero.
+ */
 void rlb_table_header_init(struct health_map *m, uint32_t nslots,
 			   uint64_t token, const struct health_home *home);
+/* Fewest slots whose home words hold path (NULL: none). */
+uint32_t rlb_table_home_slots(const char *path);
+/*
+ * The state directory's path that the segment m of size bytes keeps, into
+ * buf: its length, or -1 when it keeps none (or not intact, or too long
+ * for len). Reads only within size.
+ */
+int rlb_table_home_get(const struct health_map *m, size_t size, char *buf,
+		       size_t len);
 /*
  * 0 if the header of a segment of size bytes is valid for token and
  * name_hash, else -1 with the reason in why. The size is the segment's,
@@ -274,6 +309,13 @@ struct store *rlb_segment_settle(const struct rlb_cluster *c, struct store *s,
  */
 void rlb_dir_log_once(enum rlb_log_level level, const char *fmt, ...)
 	RLB_PRINTF(2, 3);
+/*
+ * The inode of this process' namespace of kind ("mnt", "ipc") as
+ * /proc/self/ns shows it, or 0 when it cannot be read (no /proc).
+ */
+uint64_t rlb_dir_ns(const char *kind);
+/* Whether name is a name file: NAME.state or NAME.state.ipc-TAG. */
+bool rlb_dir_is_name_file(const char *name);
 /* Why st (of a state file or directory) must not be used, or NULL. */
 const char *rlb_dir_owner_problem(const struct stat *st, char *why,
 				  size_t whylen);
@@ -312,14 +354,30 @@ int rlb_dir_resolve(const struct health_dirs *d, char *dir, size_t len,
  */
 void rlb_dir_file_name(const char *name, char *out, size_t outlen);
 /*
- * Read the name file fname in dirfd: 0 with the segment it names, 1 when
- * there is none, -1 when it is not a valid name file (why; *v2 when it is
- * a state file of version 2). Read with pread, never mapped.
+ * Read the name file fname in dirfd: 0 with the segment it names and the
+ * IPC namespace that holds it (*ns, 0 when a line of version 1 does not
+ * say), 1 when there is none, -1 when it is not a valid name file (why;
+ * *v2 when it is a state file of version 2). Read with pread, never
+ * mapped.
  */
 int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
-		      bool *v2, struct stat *st, char *why, size_t whylen);
+		      uint64_t *ns, bool *v2, struct stat *st, char *why,
+		      size_t whylen);
 /*
- * Write a name file naming (id, token) as a new temporary file, then
+ * This process' IPC namespace as a name file names it: a hash of the
+ * boot (boot_id: hosts sharing a directory over NFS differ) and of the
+ * namespace's inode; never 0, or 0 when /proc cannot tell.
+ */
+uint64_t rlb_dir_ipc_tag(void);
+/*
+ * The name file of cluster file fname that the IPC namespace tag keeps
+ * beside another namespace's (design.md §5.8): fname.ipc-TAG.
+ */
+void rlb_dir_ns_file_name(const char *fname, uint64_t tag, char *out,
+			  size_t outlen);
+/*
+ * Write a name file naming (id, token) in this IPC namespace (its tag
+ * in the line) as a new temporary file, then
  * link it to fname (replace false: fails with EEXIST when a name exists,
  * so that the first of processes starting together wins) or rename it
  * over fname. 0, or -1 with errno.
@@ -335,6 +393,45 @@ int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
  */
 void rlb_dir_set_aside(int dirfd, const char *dir, const char *fname,
 		       const struct stat *st, bool v2, const char *why);
+
+/* ------------------------------------------------------------------ */
+/* health_gc.c */
+
+/* A state directory being attached or cleaned, for rlb_gc_sweep(). */
+struct gc_here {
+	uint64_t dev, ino; /* the directory */
+	const char *path;  /* its path, or NULL */
+	const int *named;  /* sorted ids its name files name */
+	size_t nnamed;
+};
+
+#define GC_GONE_DIRS 1u /* also segments whose directory is gone */
+#define GC_GRACE     2u /* spare orphans of here touched just now */
+
+/*
+ * Remove the user's segments (owner and creator, mode 0600, version 3,
+ * nobody attached) that no state file can name any more (design.md
+ * §12.11): made for here (its inode, and its path when they keep
+ * another: the inode was reused) and named by none of its name files
+ * (touched in the last HEALTH_GC_GRACE_S seconds too, unless GC_GRACE);
+ * with GC_GONE_DIRS, also those made, in this mount namespace, for a
+ * directory whose path they keep and that is gone from it. Says what it
+ * removed on out (NULL: nothing). Returns the number removed.
+ */
+int rlb_gc_sweep(const struct gc_here *here, unsigned flags, FILE *out);
+/*
+ * The sorted ids that the name files of dirfd name (malloc'd, *ids NULL
+ * when none): 0, or -1 when the directory cannot be listed or memory is
+ * short.
+ */
+int rlb_gc_named(int dirfd, int **ids, size_t *nids);
+/*
+ * Before a segment is made for home (its directory open as dirfd):
+ * sweep, at most once every HEALTH_GC_MS per process, or, urgent (a
+ * kernel limit refused a segment), every HEALTH_GC_SOON_MS. Returns
+ * the number of segments removed.
+ */
+int rlb_gc_at_create(int dirfd, const struct health_home *home, bool urgent);
 
 /* ------------------------------------------------------------------ */
 /* health_attach.c */

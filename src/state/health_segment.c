@@ -40,6 +40,7 @@ void rlb_segment_free(struct store *s)
 			free(s->map);
 	}
 	free(s->dir);
+	free(s->fname);
 	free(s->label);
 	free(s);
 }
@@ -153,11 +154,15 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
 				 const struct health_home *home, bool *limit,
 				 char *why, size_t whylen)
 {
-	size_t size = HEALTH_SIZE(nslots);
 	struct store *s = store_new(c->nreplicas);
+	size_t size;
 	void *map;
 	int id;
 
+	/* Room for the directory's path in the slots' home words. */
+	if (nslots < rlb_table_home_slots(home->path))
+		nslots = rlb_table_home_slots(home->path);
+	size = HEALTH_SIZE(nslots);
 	*limit = false;
 	if (!s) {
 		snprintf(why, whylen, "%s", strerror(ENOMEM));
@@ -212,7 +217,7 @@ struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly)
 		}
 	}
 	if (!readonly) {
-		struct health_home home = {c->name_hash, 0, 0};
+		struct health_home home = {c->name_hash, 0, 0, NULL, 0};
 
 		rlb_table_header_init(s->map, s->nslots, 0, &home);
 		for (size_t i = 0; i < c->nreplicas; i++)
@@ -284,7 +289,7 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	bool limit;
 
 	struct health_home home = {c->name_hash, s->map->hdr.dir_dev,
-				   s->map->hdr.dir_ino};
+				   s->map->hdr.dir_ino, dir, rlb_dir_ns("mnt")};
 
 	if (s->kind != STORE_SHM || s->readonly)
 		return NULL;
@@ -307,14 +312,14 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	code = successor_code(n->shmid, n->token);
 	if (atomic_compare_exchange_strong(&s->map->hdr.successor, &expected,
 					   code)) {
+		uint64_t token, ns;
 		struct stat st;
-		uint64_t token;
 		bool v2;
 		int id;
 
 		if (dirfd >= 0 &&
-		    rlb_dir_name_read(dirfd, fname, &id, &token, &v2, &st, why,
-				      sizeof(why)) == 0 &&
+		    rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st,
+				      why, sizeof(why)) == 0 &&
 		    id == s->shmid && token == s->token &&
 		    rlb_dir_name_write(dirfd, fname, n->shmid, n->token,
 				       true) == 0)
@@ -336,7 +341,6 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	}
 	rlb_table_move(n->map, n->nslots, m->map, m->nslots, rlb_table_cap(c));
 	rlb_segment_destroy(n);
-	(void)dir;
 	return m;
 }
 

@@ -3,6 +3,7 @@
  * between tables. */
 #include "config.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,66 @@ static uint64_t header_check(const struct health_header *hdr)
 			  HEALTH_CHECK_SEED);
 }
 
+/* Hash of a state directory's path as the header keeps it. */
+static uint64_t home_hash(const char *path, size_t len)
+{
+	return rlb_hash64(path, len, HEALTH_CHECK_SEED + 1);
+}
+
+uint32_t rlb_table_home_slots(const char *path)
+{
+	size_t len = path ? strlen(path) : 0;
+	uint32_t slots = HEALTH_MIN_SLOTS;
+
+	while (slots < HEALTH_MAX_SLOTS && (size_t)slots * 8 < len)
+		slots *= 2;
+	return slots;
+}
+
+/*
+ * Keep the path of home in the home words of m's nslots slots, if it is
+ * absolute and fits: the table has room for it, since
+ * rlb_segment_create() sized it so with rlb_table_home_slots().
+ */
+static void home_put(struct health_map *m, uint32_t nslots,
+		     const struct health_home *home)
+{
+	size_t len = home->path ? strlen(home->path) : 0;
+
+	if (len == 0 || home->path[0] != '/' || len > (size_t)nslots * 8 ||
+	    len > PATH_MAX)
+		return;
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t word = 0;
+
+		memcpy(&word, home->path + i, len - i < 8 ? len - i : 8);
+		m->slots[i / 8].home = word;
+	}
+	m->hdr.home_len = (uint32_t)len;
+	m->hdr.home_hash = home_hash(home->path, len);
+	m->hdr.home_mnt = home->mnt;
+}
+
+int rlb_table_home_get(const struct health_map *m, size_t size, char *buf,
+		       size_t len)
+{
+	size_t n = m->hdr.home_len;
+
+	if (n == 0 || n >= len || n > PATH_MAX || m->hdr.nslots == 0 ||
+	    size < HEALTH_SIZE(m->hdr.nslots) || n > (size_t)m->hdr.nslots * 8)
+		return -1;
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t word = m->slots[i / 8].home;
+
+		memcpy(buf + i, &word, n - i < 8 ? n - i : 8);
+	}
+	buf[n] = '\0';
+	if (buf[0] != '/' || memchr(buf, '\0', n) ||
+	    m->hdr.home_hash != home_hash(buf, n))
+		return -1;
+	return (int)n;
+}
+
 void rlb_table_header_init(struct health_map *m, uint32_t nslots,
 			   uint64_t token, const struct health_home *home)
 {
@@ -57,6 +118,7 @@ void rlb_table_header_init(struct health_map *m, uint32_t nslots,
 	atomic_store(&hdr->rr_counter, 0);
 	atomic_store(&hdr->successor, 0);
 	hdr->check = header_check(hdr);
+	home_put(m, nslots, home);
 }
 
 int rlb_table_header_validate(const struct health_header *hdr, size_t size,

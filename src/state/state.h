@@ -124,4 +124,16 @@ int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
  */
 int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out);
 
+/* ------------------------------------------------------------------ */
+/* health_gc.c */
+
+/*
+ * Remove the user's segments whose state directory is gone (replicalbctl
+ * gc, design.md §12.11): ours (owner and creator), nobody attached, made
+ * in this mount namespace for a directory whose path they keep and where
+ * that directory is no more. Says what it removed on out (NULL: nothing).
+ * Returns the number removed. Creates nothing.
+ */
+int rlb_health_gc(FILE *out);
+
 #endif /* RLB_STATE_H */

@@ -168,7 +168,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	state_path(path, sizeof(path), state_dir, 0);
 	fd = open(path, O_RDONLY);
 	if (!snap || fd < 0 || read(fd, text, sizeof(text) - 1) <= 0 ||
-	    sscanf(text, "replicalb-state 1 shm %d %llx", &id,
+	    sscanf(text, "replicalb-state %*d shm %d %llx", &id,
 		   &template_token) != 2 ||
 	    shmctl(id, IPC_STAT, &ds) != 0 ||
 	    (map = shmat(id, NULL, SHM_RDONLY)) == (void *)-1) {
@@ -467,7 +467,7 @@ static void poke(size_t k, struct fuzz_input *in)
 	if (fd < 0)
 		return;
 	if (read(fd, text, sizeof(text) - 1) > 0 &&
-	    sscanf(text, "replicalb-state 1 shm %d", &id) == 1 &&
+	    sscanf(text, "replicalb-state %*d shm %d", &id) == 1 &&
 	    shmctl(id, IPC_STAT, &ds) == 0 && off + n <= ds.shm_segsz &&
 	    (map = shmat(id, NULL, 0)) != (void *)-1) {
 		memcpy((char *)map + off, buf, n);

@@ -9,7 +9,7 @@ CTL="$top_builddir/replicalbctl"
 # shellcheck source=tests/lib.sh
 . "$top_srcdir/tests/lib.sh"
 tmp=$(mktemp -d) || exit 1
-trap 'rm_state_segments "$tmp"; rm -rf "$tmp"' EXIT
+trap 'rm_state_segments "$tmp"; rm -rf "$tmp"; rm_gone_segments' EXIT
 for v in $(compgen -e); do
 	case $v in REPLICALB_*) unset "$v" ;; esac
 done

@@ -7,9 +7,11 @@
 # curl, socat) that resolve and connect survive every damage a user can do
 # to the directory (emptying, cutting, replacing or removing the state
 # file, ipcrm of the segment, a segment of mode 0666 named in its place);
-# `replicalbctl remove-state` removes what is no longer used. A default
-# state directory that another user created first is replaced by
-# $HOME/.cache/replicalb, with one warning for three programs.
+# `replicalbctl remove-state` removes what is no longer used. Programs in
+# two IPC namespaces that share the directory keep a state each, with one
+# warning and nothing set aside. A default state directory that another
+# user created first is replaced by $HOME/.cache/replicalb, with one
+# warning for three programs.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
 
@@ -332,6 +334,43 @@ REPLICALB_STATE_DIR=$T/big-state rlbctl -c "$T/small.conf" remove-state --all \
 check_eq "remove-state --all removes every state file" "" \
 	"$(ls "$T/big-state")"
 check "and its segment" test -z "$(seg_field "$old" 2)"
+
+# ---------------------------------------------------------------------
+# Two IPC namespaces that share the state directory (a container's
+# default, with /tmp or a volume shared): each keeps its own state beside
+# the other's, nothing is set aside, the second warns once (design.md
+# §5.8). Each program resolves for 3 s, reading the state file again once
+# a second; the namespaces' segments go with them.
+
+ns_run()	# N: a python3 loop in an IPC namespace of its own
+{
+	REPLICALB_STATE_DIR=$T/ns-state unshare -i env LD_PRELOAD="$RLB_LIB" \
+		$PY -c '
+import socket, time
+end = time.time() + 3
+while time.time() < end:
+    socket.getaddrinfo("damage.cluster", 80, socket.AF_INET)
+    time.sleep(0.01)
+' 2>"$T/ns$1.err"
+}
+
+if [ "$(id -u)" = 0 ] && unshare -i true 2>/dev/null; then
+	ns_run 1 &
+	ns1=$!
+	sleep 0.5 # the first names its segment first
+	ns_run 2 &
+	ns2=$!
+	wait "$ns1" "$ns2"
+	check_eq "two IPC namespaces: nothing set aside" 0 \
+		"$(ls "$T/ns-state" | grep -c corrupt)"
+	check_eq "a state file of each namespace" 2 \
+		"$(ls "$T/ns-state" | grep -c '^damage\.cluster\.state')"
+	check_eq "no warning in the first, one in the second" "0 1" \
+		"$(grep -c 'replicalb\[' "$T/ns1.err") $(grep -c 'replicalb\[' "$T/ns2.err")"
+	check_match "it says why" "another IPC namespace" "$(cat "$T/ns2.err")"
+else
+	echo "    (IPC namespaces: needs root; not run)"
+fi
 
 # ---------------------------------------------------------------------
 # A default state directory squatted by another user (root: chown), in a

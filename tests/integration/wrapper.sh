@@ -78,6 +78,8 @@ cleanup()
 		[ -f "$f" ] && ipcrm -m "$(awk '{print $4}' "$f")" 2>/dev/null
 	done
 	rm -rf "$tmp"
+	# And those no state file named (design.md §12.11).
+	"$top_builddir/replicalbctl" gc >/dev/null 2>&1
 }
 trap cleanup EXIT
 export REPLICALB_STATE_DIR=$tmp/state

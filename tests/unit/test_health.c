@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "engine/engine.h"
 
 /* The largest file the tests read (a name file is one short line). */
@@ -91,7 +92,7 @@ static int rm_segment(const char *path, const struct stat *st, int type,
 	if (fd < 0)
 		return 0;
 	if (read(fd, text, sizeof(text) - 1) > 0 &&
-	    sscanf(text, "replicalb-state 1 shm %d", &id) == 1)
+	    sscanf(text, "replicalb-state %*d shm %d", &id) == 1)
 		shmctl(id, IPC_RMID, NULL);
 	close(fd);
 	return 0;
@@ -106,6 +107,8 @@ static int teardown(void **state)
 	rlb_health_remove_state(&(struct rlb_config){.state_dir = f->state},
 				true, NULL);
 	nftw(f->tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	/* And those of directories a test made and removed. */
+	rlb_health_gc(NULL);
 	free(f);
 	return 0;
 }
@@ -967,7 +970,7 @@ static int named_segment(const char *path, uint64_t *token)
 	if (fd < 0)
 		return -1;
 	if (read(fd, text, sizeof(text) - 1) < 0 ||
-	    sscanf(text, "replicalb-state 1 shm %d %llx", &id, &tok) != 2)
+	    sscanf(text, "replicalb-state %*d shm %d %llx", &id, &tok) != 2)
 		id = -1;
 	close(fd);
 	if (token)
@@ -1183,6 +1186,12 @@ static void test_health_bad_name_files_set_aside(void **state)
 		 "not a name file"},
 		{"replicalb-state 1 shm 2147483000 0000000000000001\n",
 		 "removed"},
+		{"replicalb-state 2 shm 1 0000000000000001\n",
+		 "not a name file"},
+		{"replicalb-state 2 shm 1 0000000000000001 0000000000000000\n",
+		 "not a name file"},
+		{"replicalb-state 2 shm 1 0000000000000001 00ff\n",
+		 "not a name file"},
 	};
 	struct fixture *f = *state;
 	char path[512];
@@ -1334,6 +1343,103 @@ static void test_health_name_file_of_other_cluster_set_aside(void **state)
 static void sleep_follow(void)
 {
 	usleep(1100 * 1000);
+}
+
+/*
+ * A name file of version 1, as the release before this one wrote it
+ * (no IPC namespace), is read: its segment is used, nothing set aside.
+ */
+static void test_health_name_file_of_version_1_read(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	char path[512], text[128];
+	uint64_t token;
+	int id;
+
+	add_errors(&cfg->clusters[0], 1, 3);
+	cfg_free(cfg);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	id = named_segment(path, &token);
+	assert_true(id >= 0);
+	snprintf(text, sizeof(text), "replicalb-state 1 shm %d %016llx\n", id,
+		 (unsigned long long)token);
+	write_file(path, text, strlen(text), 0600);
+	cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_false(is_private(cfg));
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 1, 0, false), 3);
+	assert_int_equal(named_segment(path, NULL), id);
+	assert_int_equal(count_prefix(f->state, "db.state."), 0);
+	cfg_free(cfg);
+}
+
+/*
+ * One of two processes in IPC namespaces of their own that share the
+ * state directory (Docker's default, with /tmp or a volume shared): they
+ * take turns; each attaches, then reads the name file again once a
+ * (moved) second and adds an error. The second to attach warns once.
+ */
+static int ns_child(const char *dir, atomic_int *turn, int me, int rounds)
+{
+	struct rlb_config *cfg = NULL;
+	struct capture cap;
+	int rc = 0, warned;
+	char *log;
+
+	if (unshare(CLONE_NEWIPC) != 0)
+		return 77;
+	capture_begin(&cap);
+	for (int r = 0; r < rounds; r++) {
+		while (atomic_load(turn) % 2 != me)
+			sched_yield();
+		if (!cfg)
+			cfg = attach1(dir, "db", hosts_ab, 2, false);
+		test_clock_advance(1100);
+		add_errors(&cfg->clusters[0], 0, 1);
+		atomic_fetch_add(turn, 1);
+	}
+	log = capture_end(&cap);
+	warned = count_lines_with(log, "another IPC namespace");
+	if (is_private(cfg))
+		rc = 1;
+	else if (rlb_health_errors(&cfg->clusters[0], 0, 0, false) !=
+		 (uint64_t)rounds)
+		rc = 2;
+	else if (warned != me || count_lines_with(log, "replicalb[") != me)
+		rc = 3;
+	free(log);
+	cfg_free(cfg);
+	return rc;
+}
+
+static void test_health_ipc_namespaces_share_a_dir(void **state)
+{
+	struct fixture *f = *state;
+	atomic_int *turn;
+	pid_t pids[2];
+	int status;
+
+	if (geteuid() != 0)
+		skip();
+	turn = gate_new();
+	for (int i = 0; i < 2; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			_exit(ns_child(f->state, turn, i, 6));
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status));
+		if (WEXITSTATUS(status) == 77)
+			skip();
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	munmap(turn, 2 * sizeof(*turn));
+	/* Nothing set aside; the second namespace's file beside the first. */
+	assert_int_equal(count_prefix(f->state, "db.state.corrupt"), 0);
+	assert_int_equal(count_prefix(f->state, "db.state.ipc-"), 1);
+	assert_int_equal(count_prefix(f->state, "db.state"), 2);
 }
 
 static void test_health_name_file_damaged_while_in_use(void **state)
@@ -1552,6 +1658,146 @@ static void test_health_remove_state(void **state)
 	cfg_free(gone);
 	cfg_free(keep);
 	unlink(orphan_name);
+}
+
+/* ------------------------------------------------------------------ */
+/* Reclaiming segments (design.md §12.11) */
+
+/* Attach cluster db in dir, detach: the segment its state file names. */
+static int made_in(const char *dir)
+{
+	struct rlb_config *cfg = attach1(dir, "db", hosts_ab, 2, false);
+	char path[512];
+
+	add_errors(&cfg->clusters[0], 0, 1);
+	cfg_free(cfg);
+	snprintf(path, sizeof(path), "%s/db.state", dir);
+	return named_segment(path, NULL);
+}
+
+static void rm_tree(const char *dir)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Child: make a segment in dir (a first use there), which sweeps. */
+static int sweep_child(const char *dir)
+{
+	struct rlb_config *cfg = attach1(dir, "other", hosts_ab, 2, false);
+	int rc = is_private(cfg) ? 1 : 0;
+
+	cfg_free(cfg);
+	return rc;
+}
+
+/*
+ * Segments whose state directory was removed (rm -rf), or replaced by
+ * another directory at its path, are reclaimed when a segment is made
+ * and by replicalbctl gc. A segment still attached, one named by the
+ * state file of a directory that is still there, and one of a directory
+ * whose inode the new directory at its path reuses, stay.
+ */
+static void test_health_reclaims_segments_of_gone_dirs(void **state)
+{
+	struct fixture *f = *state;
+	char gone[256], held[256], live[256], again[256], path[512];
+	int id_gone, id_held, id_live, id_again;
+	struct rlb_config *holder;
+	struct stat before, after;
+	char *out = NULL;
+	size_t outlen = 0;
+	FILE *mem;
+	pid_t pid;
+
+	snprintf(gone, sizeof(gone), "%s/gone", f->tmp);
+	snprintf(held, sizeof(held), "%s/held", f->tmp);
+	snprintf(live, sizeof(live), "%s/live", f->tmp);
+	snprintf(again, sizeof(again), "%s/again", f->tmp);
+	id_gone = made_in(gone);
+	id_live = made_in(live);
+	id_again = made_in(again);
+	assert_int_equal(stat(again, &before), 0);
+	holder = attach1(held, "db", hosts_ab, 2, false);
+	snprintf(path, sizeof(path), "%s/db.state", held);
+	id_held = named_segment(path, NULL);
+	assert_true(id_gone >= 0 && id_live >= 0 && id_again >= 0 &&
+		    id_held >= 0);
+	rm_tree(gone);
+	rm_tree(held);
+	rm_tree(again);
+	assert_int_equal(mkdir(again, 0700), 0);
+	assert_int_equal(stat(again, &after), 0);
+
+	/* A first use elsewhere, in a process that has not swept yet. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sweep_child(f->state));
+	wait_children(&pid, 1);
+	assert_true(segment_removed(id_gone));
+	assert_false(segment_removed(id_live));
+	assert_false(segment_removed(id_held));
+	/* The same inode at the same path is the same directory to us. */
+	assert_int_equal(segment_removed(id_again),
+			 before.st_ino != after.st_ino ||
+				 before.st_dev != after.st_dev);
+
+	/* Detached now: gc takes it, and says so. */
+	cfg_free(holder);
+	mem = open_memstream(&out, &outlen);
+	assert_non_null(mem);
+	assert_true(rlb_health_gc(mem) >= 1);
+	fclose(mem);
+	assert_true(segment_removed(id_held));
+	assert_non_null(strstr(out, held));
+	assert_non_null(strstr(out, "is gone"));
+	assert_false(segment_removed(id_live));
+	free(out);
+	if (!segment_removed(id_again))
+		shmctl(id_again, IPC_RMID, NULL);
+}
+
+/*
+ * An orphan of the directory being attached (named by no state file)
+ * is reclaimed at creation once it has been unused for a moment, but not
+ * while it may just have been named: HEALTH_GC_GRACE_S.
+ */
+static int orphan_child(const char *dir, int orphan)
+{
+	struct rlb_config *cfg;
+
+	test_clock_advance(10 * 1000);
+	/* A cluster with no state file yet: a segment is made. */
+	cfg = attach1(dir, "third", hosts_ab, 2, false);
+	cfg_free(cfg);
+	return segment_removed(orphan) ? 0 : 1;
+}
+
+static void test_health_reclaims_orphans_of_its_dir(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], aside[512];
+	pid_t pid;
+	int orphan;
+
+	orphan = made_in(f->state);
+	snprintf(path, sizeof(path), "%s/db.state", f->state);
+	snprintf(aside, sizeof(aside), "%s/db.saved", f->tmp);
+	assert_int_equal(rename(path, aside), 0);
+	/* Just detached: spared by a sweep now. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sweep_child(f->state));
+	wait_children(&pid, 1);
+	assert_false(segment_removed(orphan));
+	/* Later, it goes. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(orphan_child(f->state, orphan));
+	wait_children(&pid, 1);
+	unlink(aside);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2184,12 +2430,16 @@ int main(void)
 		T(test_health_segment_of_wrong_mode_not_used),
 		T(test_health_segment_of_other_owner_not_used),
 		T(test_health_name_file_of_other_cluster_set_aside),
+		T(test_health_name_file_of_version_1_read),
+		T(test_health_ipc_namespaces_share_a_dir),
 		T(test_health_name_file_damaged_while_in_use),
 		T(test_health_segment_removed_while_in_use),
 		T(test_health_name_file_replaced_while_in_use),
 		T(test_health_successor_removed_before_followed),
 		T(test_health_damage_kills_no_process),
 		T(test_health_remove_state),
+		T(test_health_reclaims_segments_of_gone_dirs),
+		T(test_health_reclaims_orphans_of_its_dir),
 		T(test_health_start_together_counts_exactly),
 		T(test_health_segment_limit_falls_back_once),
 		T(test_health_dir_symlink_not_used),
