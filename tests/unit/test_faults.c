@@ -1,10 +1,13 @@
 /* test_faults.c - every entry of the seam (base.h, RLB_LIBC_ENTRIES) made to
- * fail at its first, second, ... call while a program resolves a virtual
- * name, connects to its replicas and to an address of no replica, and asks
- * libc about a name that is not virtual (design.md §10.3; sqlite's I/O
- * error tests). Each round checks that the program survives, that what is
- * not ours gets libc's answer, and that health counts exactly the refused
- * connects made - then puts the seam back with rlb_libc_reset(). */
+ * fail at its first, second, ... and later calls, with each errno of its
+ * man page that can happen here, while a program resolves a virtual name,
+ * connects to its replicas and to an address of no replica, asks libc
+ * about a name that is not virtual, refreshes a DNS cluster twice and
+ * uses a cluster's state past its once-a-second follow (design.md §10.3;
+ * sqlite's I/O error tests). Each round checks that the program survives,
+ * that what is not ours gets libc's answer, and that health counts
+ * exactly the refused connects made - then puts the seam back with
+ * rlb_libc_reset(). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -29,8 +32,10 @@
 #include "preload/track_internal.h"
 #include "tests/unit/dnswire.h"
 
-/* Failures injected per entry at most: its first MAX_K calls. */
+/* Calls failed per entry: each of its first MAX_K with every errno of its
+ * row, then MAX_LATER spread over the later ones, its last among them. */
 #define MAX_K	   6
+#define MAX_LATER  8
 #define TIMEOUT_MS 200
 
 enum {
@@ -55,7 +60,9 @@ enum step {
 	S_NONVIRTUAL,
 	S_FQDN,
 	S_DNS,
+	S_DNS_AGAIN,
 	S_STATE_RW,
+	S_STATE_FOLLOW,
 	S_STATE_RO,
 	S_STATE_RESET,
 	S_STATE_REMOVE,
@@ -73,7 +80,9 @@ static const char *const step_names[] = {
 	"not virtual",
 	"fqdn",
 	"dns members",
+	"dns members again",
 	"state first use",
+	"state followed",
 	"state look",
 	"state reset",
 	"remove-state",
@@ -83,6 +92,7 @@ static struct rlb_libc real;	/* the seam as bound, clock faked */
 static unsigned calls[E_COUNT]; /* calls of each entry this round */
 static int armed = -1;		/* entry to fail, -1: none */
 static unsigned fail_at;	/* its call to fail: 1, 2, ... */
+static int fail_err;		/* with this errno (EAI_ code) */
 static unsigned fired;		/* faults fired this round */
 static enum step step, fired_step;
 
@@ -97,7 +107,7 @@ static int64_t clock_offset_ms;
 static struct rlb_config *gcfg, *glook;
 static char gdir[256];
 /* The faults after which g.cluster's state was private, and its look. */
-static char private_after[600], unseen_after[600];
+static char private_after[4096], unseen_after[4096];
 /* Every segment made while the test runs: removed at the end, whatever
  * an injected fault left behind (ours only, never ipcrm --all). */
 static int made[4096];
@@ -144,14 +154,19 @@ static int fail_after(int rc, int err)
 	return -1;
 }
 
-/* A blocking connect can be interrupted; a non-blocking one never is
- * (it returns at once): out of local ports instead. */
-static int fail_connect(int fd)
+/* A blocking connect can be interrupted or time out; a non-blocking one
+ * returns at once, never so: the call is then not failed at all. */
+static int fail_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	int flags = real.fcntl(fd, F_GETFL, 0);
 
-	return fail_int(flags >= 0 && (flags & O_NONBLOCK) ? EADDRNOTAVAIL
-							   : EINTR);
+	if ((fail_err == EINTR || fail_err == ETIMEDOUT) && flags >= 0 &&
+	    (flags & O_NONBLOCK)) {
+		fired = 0;
+		fired_step = S_NONE;
+		return real.connect(fd, sa, len);
+	}
+	return fail_int(fail_err);
 }
 
 static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
@@ -161,67 +176,154 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 	return EAGAIN;
 }
 
-/* What each entry's failure looks like: its contract's error, with the
- * errno a real system could give there. */
+/*
+ * What each entry's failure looks like: its contract's error form, with
+ * fail_err, the errno (getaddrinfo: the EAI_ code) of the round, taken
+ * from the entry's row of errnos[] below.
+ */
 #define NOFAIL		      ((void)0)
-#define FAIL_getaddrinfo      return (errno = EIO, EAI_AGAIN)
+#define FAIL_getaddrinfo      return (errno = EMFILE, fail_err)
 #define FAIL_freeaddrinfo     NOFAIL
 #define FAIL_gethostbyname    return (h_errno = TRY_AGAIN, NULL)
 #define FAIL_gethostbyname2   return (h_errno = TRY_AGAIN, NULL)
 #define FAIL_gethostbyname_r  return fail_gethostbyname_r(result, h_errnop)
 #define FAIL_gethostbyname2_r return fail_gethostbyname_r(result, h_errnop)
-#define FAIL_socket	      return fail_int(EMFILE)
-#define FAIL_connect	      return fail_connect(fd)
-#define FAIL_getsockopt	      return fail_int(ENOMEM)
-#define FAIL_setsockopt	      return fail_int(ENOMEM)
-#define FAIL_close	      return fail_after(real.close(fd), EIO)
-#define FAIL_fcntl	      return fail_int(ENOMEM)
-#define FAIL_poll	      return fail_int(EINTR)
-#define FAIL_open	      return fail_int(EMFILE)
-#define FAIL_openat	      return fail_int(EMFILE)
-#define FAIL_read	      return fail_int(EIO)
-#define FAIL_pread	      return fail_int(EIO)
-#define FAIL_write	      return fail_int(EIO)
-#define FAIL_stat	      return fail_int(ENOMEM)
-#define FAIL_lstat	      return fail_int(ENOMEM)
-#define FAIL_fstat	      return fail_int(EIO)
-#define FAIL_fstatat	      return fail_int(EIO)
-#define FAIL_statx	      return fail_int(ENOMEM)
-#define FAIL_access	      return fail_int(EIO)
-#define FAIL_realpath	      return fail_ptr(ENOMEM)
-#define FAIL_mkdir	      return fail_int(EIO)
-#define FAIL_chmod	      return fail_int(EIO)
-#define FAIL_fchmod	      return fail_int(EIO)
-#define FAIL_flock	      return fail_int(EINTR)
-#define FAIL_ftruncate	      return fail_int(EIO)
-#define FAIL_fallocate	      return fail_int(EIO)
-#define FAIL_renameat	      return fail_int(EIO)
-#define FAIL_linkat	      return fail_int(EIO)
-#define FAIL_unlinkat	      return fail_int(EIO)
-#define FAIL_opendir	      return fail_ptr(EMFILE)
-#define FAIL_fdopendir	      return fail_ptr(ENOMEM)
-#define FAIL_readdir	      return fail_ptr(EIO)
-#define FAIL_closedir	      return fail_after(real.closedir(d), EIO)
-#define FAIL_mmap	      return (errno = ENOMEM, MAP_FAILED)
-#define FAIL_munmap	      return fail_int(ENOMEM)
-#define FAIL_mremap	      return (errno = ENOMEM, MAP_FAILED)
-#define FAIL_madvise	      return fail_int(EAGAIN)
-#define FAIL_shmget	      return fail_int(ENOSPC)
-#define FAIL_shmat	      return (errno = EMFILE, (void *)-1)
-#define FAIL_shmdt	      return fail_int(EINVAL)
-#define FAIL_shmctl	      return fail_int(EINVAL)
+#define FAIL_socket	      return fail_int(fail_err)
+#define FAIL_connect	      return fail_connect(fd, sa, len)
+#define FAIL_getsockopt	      return fail_int(fail_err)
+#define FAIL_setsockopt	      return fail_int(fail_err)
+#define FAIL_close	      return fail_after(real.close(fd), fail_err)
+#define FAIL_fcntl	      return fail_int(fail_err)
+#define FAIL_poll	      return fail_int(fail_err)
+#define FAIL_open	      return fail_int(fail_err)
+#define FAIL_openat	      return fail_int(fail_err)
+#define FAIL_read	      return fail_int(fail_err)
+#define FAIL_pread	      return fail_int(fail_err)
+#define FAIL_write	      return fail_int(fail_err)
+#define FAIL_stat	      return fail_int(fail_err)
+#define FAIL_lstat	      return fail_int(fail_err)
+#define FAIL_fstat	      return fail_int(fail_err)
+#define FAIL_fstatat	      return fail_int(fail_err)
+#define FAIL_statx	      return fail_int(fail_err)
+#define FAIL_access	      return fail_int(fail_err)
+#define FAIL_realpath	      return fail_ptr(fail_err)
+#define FAIL_mkdir	      return fail_int(fail_err)
+#define FAIL_chmod	      return fail_int(fail_err)
+#define FAIL_fchmod	      return fail_int(fail_err)
+#define FAIL_flock	      return fail_int(fail_err)
+#define FAIL_ftruncate	      return fail_int(fail_err)
+#define FAIL_fallocate	      return fail_int(fail_err)
+#define FAIL_renameat	      return fail_int(fail_err)
+#define FAIL_linkat	      return fail_int(fail_err)
+#define FAIL_unlinkat	      return fail_int(fail_err)
+#define FAIL_opendir	      return fail_ptr(fail_err)
+#define FAIL_fdopendir	      return fail_ptr(fail_err)
+#define FAIL_readdir	      return fail_ptr(fail_err)
+#define FAIL_closedir	      return fail_after(real.closedir(d), fail_err)
+#define FAIL_mmap	      return (errno = fail_err, MAP_FAILED)
+#define FAIL_munmap	      return fail_int(fail_err)
+#define FAIL_mremap	      return (errno = fail_err, MAP_FAILED)
+#define FAIL_madvise	      return fail_int(fail_err)
+#define FAIL_shmget	      return fail_int(fail_err)
+#define FAIL_shmat	      return (errno = fail_err, (void *)-1)
+#define FAIL_shmdt	      return fail_int(fail_err)
+#define FAIL_shmctl	      return fail_int(fail_err)
 #define FAIL_getpid	      NOFAIL
 #define FAIL_geteuid	      NOFAIL
-#define FAIL_getrandom	      return fail_int(EINTR)
-#define FAIL_gethostname      return fail_int(ENAMETOOLONG)
-#define FAIL_getrlimit	      return fail_int(EINVAL)
-#define FAIL_sigaction	      return fail_int(EINVAL)
-#define FAIL_pthread_sigmask  return EINVAL
-#define FAIL_nanosleep	      return fail_int(EINTR)
-#define FAIL_futex	      return fail_int(EINTR)
+#define FAIL_getrandom	      return fail_int(fail_err)
+#define FAIL_gethostname      return fail_int(fail_err)
+#define FAIL_getrlimit	      return fail_int(fail_err)
+#define FAIL_sigaction	      return fail_int(fail_err)
+#define FAIL_pthread_sigmask  return fail_err
+#define FAIL_nanosleep	      return fail_int(fail_err)
+#define FAIL_futex	      return fail_int(fail_err)
 #define FAIL_syslog	      NOFAIL
-#define FAIL_pthread_create   return EAGAIN
-#define FAIL_now	      return fail_int(EINVAL)
+#define FAIL_pthread_create   return fail_err
+#define FAIL_now	      return fail_int(fail_err)
+
+/*
+ * The errnos each entry's man page lists that a system can give with the
+ * library's valid arguments (not EBADF, EFAULT, ENOTSOCK ...), the first
+ * the one most likely. Each is injected in turn at the entry's first
+ * MAX_K calls; its later calls take them in rotation. getaddrinfo's are
+ * EAI_ codes (EAI_SYSTEM with EMFILE). Gaps in the man pages that real
+ * systems fill: EIO from the file calls, ENOMEM from the socket options.
+ */
+#define MAX_ERRNOS 12
+static const int errnos[E_COUNT][MAX_ERRNOS] = {
+	[E_getaddrinfo] = {EAI_AGAIN, EAI_FAIL, EAI_MEMORY, EAI_NONAME,
+			   EAI_SYSTEM},
+	[E_socket] = {EMFILE, ENFILE, ENOBUFS, ENOMEM, EACCES, EAFNOSUPPORT,
+		      EPROTONOSUPPORT},
+	/* fail_connect() keeps a non-blocking call from EINTR, ETIMEDOUT. */
+	[E_connect] = {EINTR, ECONNREFUSED, ETIMEDOUT, ENETUNREACH,
+		       EHOSTUNREACH, EADDRNOTAVAIL, EAGAIN, EACCES, EPERM,
+		       EADDRINUSE, ECONNRESET},
+	[E_getsockopt] = {ENOMEM, ENOBUFS, ENOPROTOOPT, EINVAL},
+	[E_setsockopt] = {ENOMEM, ENOBUFS, ENOPROTOOPT, EINVAL, EPERM},
+	[E_close] = {EIO, EINTR, ENOSPC, EDQUOT},
+	[E_fcntl] = {ENOMEM, EINVAL, EINTR, EMFILE, ENOLCK},
+	[E_poll] = {EINTR, ENOMEM, EINVAL},
+	[E_open] = {EMFILE, ENFILE, ENOMEM, EACCES, ENOENT, EINTR, ENOSPC,
+		    EROFS, EDQUOT, ELOOP, EEXIST, EPERM},
+	[E_openat] = {EMFILE, ENFILE, ENOMEM, EACCES, ENOENT, EINTR, ENOSPC,
+		      EROFS, EDQUOT, ELOOP, EEXIST, EPERM},
+	[E_read] = {EIO, EINTR, EAGAIN, ECONNREFUSED, ENOMEM, EISDIR},
+	[E_pread] = {EIO, EINTR, ENOMEM, EOVERFLOW},
+	[E_write] = {EIO, EINTR, ENOSPC, EDQUOT, EAGAIN, EFBIG, ENOBUFS,
+		     ECONNREFUSED, EPIPE},
+	[E_stat] = {ENOMEM, EACCES, ENOENT, ELOOP, ENOTDIR, EOVERFLOW, EIO},
+	[E_lstat] = {ENOMEM, EACCES, ENOENT, ELOOP, ENOTDIR, EOVERFLOW, EIO},
+	[E_fstat] = {EIO, ENOMEM, EOVERFLOW},
+	[E_fstatat] = {EIO, ENOMEM, EACCES, ENOENT, ELOOP, ENOTDIR, EOVERFLOW},
+	[E_statx] = {ENOMEM, EACCES, ENOENT, ELOOP, ENOTDIR},
+	[E_access] = {EIO, EACCES, ENOENT, EROFS, ELOOP, ENOMEM, ETXTBSY},
+	[E_realpath] = {ENOMEM, EACCES, EIO, ELOOP, ENAMETOOLONG, ENOENT,
+			ENOTDIR},
+	[E_mkdir] = {EIO, EACCES, EDQUOT, EEXIST, ENOENT, ENOMEM, ENOSPC, EPERM,
+		     EROFS, EMLINK},
+	[E_chmod] = {EIO, EPERM, EROFS, ENOMEM, EACCES},
+	[E_fchmod] = {EIO, EPERM, EROFS},
+	[E_flock] = {EINTR, ENOLCK, EWOULDBLOCK},
+	[E_ftruncate] = {EIO, EINTR, EFBIG, EPERM},
+	[E_fallocate] = {EIO, ENOSPC, EINTR, EFBIG, EOPNOTSUPP, EPERM},
+	[E_renameat] = {EIO, EACCES, EBUSY, EDQUOT, ENOSPC, EPERM, EROFS,
+			ENOENT, EEXIST},
+	[E_linkat] = {EIO, EACCES, EDQUOT, EEXIST, EMLINK, ENOENT, ENOMEM,
+		      ENOSPC, EPERM, EROFS},
+	[E_unlinkat] = {EIO, EACCES, EBUSY, ENOENT, ENOMEM, EPERM, EROFS},
+	[E_opendir] = {EMFILE, ENFILE, ENOMEM, EACCES, ENOENT},
+	[E_fdopendir] = {ENOMEM},
+	[E_readdir] = {EIO, ENOENT},
+	[E_closedir] = {EIO},
+	[E_mmap] = {ENOMEM, EAGAIN, ENFILE, EPERM},
+	[E_munmap] = {ENOMEM},
+	[E_mremap] = {ENOMEM, EAGAIN},
+	[E_madvise] = {EAGAIN, ENOMEM, EIO},
+	[E_shmget] = {ENOSPC, ENOMEM, EEXIST, ENOENT, EACCES, EINVAL, EPERM},
+	[E_shmat] = {EMFILE, ENOMEM, EACCES, EIDRM, EINVAL},
+	[E_shmdt] = {EINVAL},
+	[E_shmctl] = {EINVAL, EIDRM, EACCES, EPERM, EOVERFLOW},
+	[E_getrandom] = {EINTR, EAGAIN, ENOSYS},
+	[E_gethostname] = {ENAMETOOLONG},
+	[E_getrlimit] = {EINVAL},
+	[E_sigaction] = {EINVAL},
+	[E_pthread_sigmask] = {EINVAL},
+	[E_nanosleep] = {EINTR},
+	[E_futex] = {EINTR, EAGAIN, ETIMEDOUT},
+	[E_pthread_create] = {EAGAIN, EPERM, EINVAL},
+	[E_now] = {EINVAL},
+};
+
+static size_t nerrnos(int e)
+{
+	size_t n = 0;
+
+	while (n < MAX_ERRNOS && errnos[e][n])
+		n++;
+	return n;
+}
+
 /* Entries that cannot fail (void, or no error in their contract). */
 static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid, E_syslog};
 
@@ -246,18 +348,33 @@ static int record_shmget(key_t key, size_t size, int flags)
 RLB_LIBC_ENTRIES(WRAP)
 #undef WRAP
 
-static void install(int entry, unsigned k)
+static void install(int entry, unsigned k, int err)
 {
 	struct rlb_libc *t = rlb_libc();
 
 	memset(calls, 0, sizeof(calls));
 	armed = entry;
 	fail_at = k;
+	fail_err = err;
 	fired = 0;
 	fired_step = S_NONE;
 #define SET(ret, name, params, args) t->name = fault_##name;
 	RLB_LIBC_ENTRIES(SET)
 #undef SET
+}
+
+/* The call of an entry called n times a scenario to fail after call k:
+ * k + 1 up to MAX_K, then MAX_LATER spread to the last; 0: none. */
+static unsigned next_k(unsigned k, unsigned n)
+{
+	unsigned stride;
+
+	if (k >= n)
+		return 0;
+	if (k < MAX_K)
+		return k + 1;
+	stride = (n - MAX_K + MAX_LATER - 1) / MAX_LATER;
+	return k + stride < n ? k + stride : n;
 }
 
 static bool can_fail(int e)
@@ -479,15 +596,42 @@ static const struct addrinfo nonvirtual_hints = {.ai_family = AF_INET,
 struct outcome {
 	unsigned refused_made; /* connects to the refuser the kernel saw */
 	unsigned refused_seen; /* ECONNREFUSED the program saw */
+	/* Injected connect failures that count (ECONNREFUSED, ETIMEDOUT,
+	 * ...: the library cannot tell them from the kernel's), against
+	 * the refuser [0] and the good replica [1]. */
+	unsigned charged[2];
 };
+
+/* Whether the connect of step s met an injected failure that counts. */
+static bool charged_here(enum step s)
+{
+	return armed == E_connect && fired_here(s) &&
+	       rlb_errno_counts(fail_err);
+}
+
+/*
+ * The clock moved on by ms within a round, as the program's next
+ * operation reads it: past a gate (a DNS refresh due, the once-a-second
+ * follow of a state file) that the operation under way read closed.
+ */
+static void clock_forward(int64_t ms)
+{
+	clock_offset_ms += ms;
+	rlb_op_clock_begin(rlb_monotonic_ms());
+}
 
 /* Append the armed fault ("shmget #1") to a list. */
 static void note_fault(char *list, size_t size)
 {
 	size_t len = strlen(list);
+	char one[64];
 
-	snprintf(list + len, size - len, "%s%s #%u", len ? ", " : "",
-		 rlb_libc_name(armed), fail_at);
+	snprintf(one, sizeof(one), "%s #%u", rlb_libc_name(armed), fail_at);
+	for (const char *p = list; (p = strstr(p, one)); p += strlen(one))
+		if ((p == list || p[-1] == ' ') &&
+		    (p[strlen(one)] == ',' || !p[strlen(one)]))
+			return;
+	snprintf(list + len, size - len, "%s%s", len ? ", " : "", one);
 }
 
 /*
@@ -514,8 +658,16 @@ static void state_steps(void)
 	e = rlb_health_errors(c, 0, now, false);
 	if (e != 3)
 		problem("state: %llu errors counted for 3", e);
+
+	/* A second later: the state file is read again (follow_name()). */
+	step = S_STATE_FOLLOW;
+	clock_forward(1100); /* HEALTH_FOLLOW_MS + 100 */
+	rlb_health_add_errors(c, 0, 1, now);
+	e = rlb_health_errors(c, 0, now, false);
+	if (e != 4)
+		problem("state followed: %llu errors counted for 4", e);
 	shared = strcmp(rlb_health_path(c->health), "(private)") != 0;
-	if (!shared && !fired_here(S_STATE_RW))
+	if (!shared && !fired_here(S_STATE_RW) && !fired_here(S_STATE_FOLLOW))
 		problem("state private with no fault");
 	if (!shared)
 		note_fault(private_after, sizeof(private_after));
@@ -523,10 +675,10 @@ static void state_steps(void)
 	step = S_STATE_RO;
 	rlb_health_attach_all_readonly(glook);
 	e = rlb_health_errors(l, 0, now, true);
-	if (e != 0 && e != 3)
-		problem("state look: %llu errors, 3 counted", e);
-	else if (e != (shared ? 3 : 0) && !fired_here(S_STATE_RO))
-		problem("state look: %llu errors, 3 counted %s", e,
+	if (e != 0 && e != 4)
+		problem("state look: %llu errors, 4 counted", e);
+	else if (e != (shared ? 4 : 0) && !fired_here(S_STATE_RO))
+		problem("state look: %llu errors, 4 counted %s", e,
 			shared ? "shared" : "privately");
 	else if (shared && e == 0)
 		note_fault(unseen_after, sizeof(unseen_after));
@@ -631,6 +783,8 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		} else if (!fired_here(s)) {
 			problem("good replica: rc %d errno %d", rc, errno);
 		}
+		if (charged_here(s))
+			out->charged[!refuser]++;
 		track_close(fd);
 	}
 	if (res)
@@ -650,6 +804,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		out->refused_made +=
 			calls[E_connect] - connects -
 			(armed == E_connect && fired_here(S_CONNECT_NB));
+		out->charged[0] += charged_here(S_CONNECT_NB);
 		if (rc == -1 && errno == EINPROGRESS &&
 		    poll(&p, 1, 2000) == 1 &&
 		    rlb_track_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
@@ -669,7 +824,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 	step = S_OTHER;
 	rc = rlb_track_connect(fd, (void *)&other, sizeof(other));
 	if (!(rc == -1 && errno == ECONNREFUSED) &&
-	    !(fired_here(S_OTHER) && armed == E_connect && errno == EINTR))
+	    !(fired_here(S_OTHER) && armed == E_connect && errno == fail_err))
 		problem("not a replica: rc %d errno %d", rc, errno);
 	track_close(fd);
 
@@ -681,7 +836,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 	rc = rlb_libc()->getaddrinfo("localhost", NULL, &nonvirtual_hints,
 				     &res);
 	if (fired_here(S_NONVIRTUAL) && armed == E_getaddrinfo) {
-		if (rc != EAI_AGAIN)
+		if (rc != fail_err)
 			problem("localhost: %d, not the injected failure", rc);
 	} else if (rc != libc_rc ||
 		   (rc == 0 &&
@@ -692,11 +847,13 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		rlb_libc()->freeaddrinfo(res);
 
 	/* A DNS cluster: its members refreshed (the clock moved past the
-	 * floor), here and now; the last good ones when that fails. */
-	step = S_DNS;
-	{
+	 * floor), here and now; the last good ones when that fails. Then a
+	 * second refresh, due 20 ms later. */
+	for (step = S_DNS; step <= S_DNS_AGAIN; step++) {
 		struct rlb_cluster *d = rlb_config_find(snap->cfg, "d.cluster");
 
+		if (step == S_DNS_AGAIN)
+			clock_forward(20);
 		res = NULL;
 		if (d)
 			d = rlb_runtime_members(d, &snap);
@@ -709,9 +866,9 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		 * the members in force answer. */
 		rc = rlb_resolve_getaddrinfo(d, NULL, &hints, &res);
 		if (rc != 0)
-			problem("d.cluster: %d (%s)", rc,
-				fired_here(S_DNS) ? "a fault while refreshing"
-						  : "no fault");
+			problem("%s: %d (%s)", step_names[step], rc,
+				fired_here(step) ? "a fault while refreshing"
+						 : "no fault");
 		if (res)
 			freeaddrinfo(res);
 	}
@@ -730,15 +887,28 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 	rlb_runtime_release(snap);
 }
 
-/* One round: the seam wrapped, entry e failing at its k-th call. */
-static bool round_ok(int e, unsigned k, struct outcome *out)
+/* The errno's name ("EINTR"), or getaddrinfo's code. */
+static const char *err_name(int e, int err)
+{
+	static char buf[16];
+	const char *name = e == E_getaddrinfo ? NULL : strerrorname_np(err);
+
+	if (name)
+		return name;
+	snprintf(buf, sizeof(buf), "%d", err);
+	return buf;
+}
+
+/* One round: the seam wrapped, entry e failing at its k-th call with
+ * err. */
+static bool round_ok(int e, unsigned k, int err, struct outcome *out)
 {
 	size_t before = nproblems_all;
 	uint64_t errs[2];
 
 	/* Past the reload interval: the runtime looks at the file. */
 	clock_offset_ms += 1100;
-	install(e, k);
+	install(e, k, err);
 	scenario(out, errs);
 	armed = -1;
 	rlb_libc_reset();
@@ -746,21 +916,24 @@ static bool round_ok(int e, unsigned k, struct outcome *out)
 	 * too, so that every round makes it again. */
 	rlb_health_remove_state(gcfg, true, NULL);
 	rmdir(gdir);
-	if (errs[0] != out->refused_made)
-		problem("%s #%u (in %s): %llu errors for %u refused connects",
+	if (errs[0] != out->refused_made + out->charged[0])
+		problem("%s #%u (in %s): %llu errors for %u refused connects "
+			"and %u failures that count",
 			e >= 0 ? rlb_libc_name(e) : "-", k,
 			step_names[fired_step], (unsigned long long)errs[0],
-			out->refused_made);
-	if (errs[1] != 0)
-		problem("%s #%u: %llu errors invented for the good replica",
+			out->refused_made, out->charged[0]);
+	if (errs[1] != out->charged[1])
+		problem("%s #%u: %llu errors for the good replica, %u failures "
+			"that count",
 			e >= 0 ? rlb_libc_name(e) : "-", k,
-			(unsigned long long)errs[1]);
+			(unsigned long long)errs[1], out->charged[1]);
 	if (nproblems_all != before &&
 	    nproblems <= sizeof(problems) / sizeof(problems[0]))
 		snprintf(problems[nproblems - 1] +
 				 strlen(problems[nproblems - 1]),
 			 sizeof(problems[0]) - strlen(problems[nproblems - 1]),
-			 " [%s #%u]", e >= 0 ? rlb_libc_name(e) : "-", k);
+			 " [%s #%u %s]", e >= 0 ? rlb_libc_name(e) : "-", k,
+			 e >= 0 ? err_name(e, err) : "");
 	return nproblems_all == before;
 }
 
@@ -771,6 +944,7 @@ static void test_faults_every_entry(void **state)
 	struct outcome out;
 	unsigned profile[E_COUNT];
 	unsigned entries = 0, injected = 0, survived = 0, fired_total = 0;
+	unsigned injected_later = 0;
 
 	/* libc's own answer, before anything of ours runs. */
 	libc_rc = getaddrinfo("localhost", NULL, &nonvirtual_hints, &res);
@@ -786,20 +960,30 @@ static void test_faults_every_entry(void **state)
 
 	dup2(devnull, STDERR_FILENO);
 	/* Warm-up: what happens once per process (tables, first load). */
-	assert_true(round_ok(-1, 0, &out));
+	assert_true(round_ok(-1, 0, 0, &out));
 	/* The profile: how often a scenario calls each entry. */
-	assert_true(round_ok(-1, 0, &out));
+	assert_true(round_ok(-1, 0, 0, &out));
 	memcpy(profile, calls, sizeof(profile));
 	assert_int_equal(out.refused_made, 2);
 	for (int e = 0; e < E_COUNT; e++) {
 		if (!can_fail(e) || !profile[e])
 			continue;
 		entries++;
-		for (unsigned k = 1; k <= profile[e] && k <= MAX_K; k++) {
-			injected++;
-			survived += round_ok(e, k, &out);
-			fired_total += fired;
-			assert_memory_equal(rlb_libc(), &bound, sizeof(bound));
+		for (unsigned k = 1, later = 0; k; k = next_k(k, profile[e])) {
+			size_t n = nerrnos(e), j = 0;
+
+			/* Later calls: one errno each, in rotation. */
+			if (k > MAX_K)
+				j = later++ % n, n = j + 1;
+			for (; j < n; j++) {
+				injected++;
+				survived += round_ok(e, k, errnos[e][j], &out);
+				fired_total += fired;
+				assert_memory_equal(rlb_libc(), &bound,
+						    sizeof(bound));
+			}
+			if (k > MAX_K)
+				injected_later++;
 		}
 	}
 	dup2(saved_stderr, STDERR_FILENO);
@@ -816,9 +1000,9 @@ static void test_faults_every_entry(void **state)
 	print_message("state shared but unseen by a look that failed: %s\n",
 		      unseen_after[0] ? unseen_after : "none");
 	print_message("faults: %zu entries, %u called, %u failures injected "
-		      "(%u fired), %u scenarios survived\n",
-		      (size_t)E_COUNT, entries, injected, fired_total,
-		      survived);
+		      "(%u past call %d; %u fired), %u scenarios survived\n",
+		      (size_t)E_COUNT, entries, injected, injected_later, MAX_K,
+		      fired_total, survived);
 	assert_int_equal(nproblems_all, 0);
 	assert_int_equal(survived, injected);
 }
@@ -829,11 +1013,11 @@ static void test_faults_clock_failure_keeps_time(void **state)
 	int64_t before = rlb_monotonic_ms(), wall = rlb_now();
 
 	real = *rlb_libc();
-	install(E_now, 1);
+	install(E_now, 1, EINVAL);
 	errno = EBADMSG;
 	assert_true(rlb_monotonic_ms() >= before);
 	assert_int_equal(errno, EBADMSG);
-	install(E_now, 1);
+	install(E_now, 1, EINVAL);
 	assert_true(rlb_now() >= wall);
 	armed = -1;
 	rlb_libc_reset();
@@ -853,7 +1037,7 @@ static void test_faults_statx_failure_is_same_socket(void **state)
 	assert_true(ino != 0);
 	real = *rlb_libc();
 	for (unsigned k = 1; k <= 2; k++) {
-		install(E_statx, k);
+		install(E_statx, k, ENOMEM);
 		errno = EBADMSG;
 		assert_true(rlb_pending_is(fd, ino));
 		assert_int_equal(errno, EBADMSG);
@@ -884,10 +1068,10 @@ static void test_faults_state_dir_fstat_failure_says_why(void **state)
 	assert_true(fd >= 0);
 	dup2(fd, STDERR_FILENO);
 	real = *rlb_libc();
-	install(E_fstat, 1);
+	install(E_fstat, 1, EIO);
 	rlb_health_attach_all_readonly(glook);
 	assert_int_equal(rlb_health_errors(l, 0, 0, true), 0);
-	install(E_fstat, 1);
+	install(E_fstat, 1, EIO);
 	assert_int_equal(rlb_health_remove_state(gcfg, true, NULL), -1);
 	armed = -1;
 	rlb_libc_reset();
