@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +26,14 @@
 #include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "preload/preload.h"
 #include "preload/track_internal.h"
+#include "state/health_internal.h"
 #include "tests/unit/dnswire.h"
 
 /* Calls failed per entry: each of its first MAX_K with every errno of its
@@ -101,7 +105,8 @@ static char cfg_path[256];
 static int listen_ok = -1, bound_refused = -1, bound_other = -1;
 static int port_ok, port_refused, port_other;
 static int devnull = -1, saved_stderr = -1;
-static int64_t clock_offset_ms;
+/* Atomic: refresh threads read the clock while a test moves it. */
+static _Atomic int64_t clock_offset_ms;
 /* g.cluster, in a state directory of its own: first used in each round
  * read-write (gcfg) and read-only (glook), then removed. */
 static struct rlb_config *gcfg, *glook;
@@ -117,9 +122,10 @@ static size_t nmade;
 static int fake_now(clockid_t clock, struct timespec *ts)
 {
 	int rc = clock_gettime(clock, ts);
-	int64_t ns = (int64_t)ts->tv_nsec + clock_offset_ms % 1000 * 1000000;
+	int64_t off = atomic_load(&clock_offset_ms);
+	int64_t ns = (int64_t)ts->tv_nsec + off % 1000 * 1000000;
 
-	ts->tv_sec += clock_offset_ms / 1000 + ns / 1000000000;
+	ts->tv_sec += off / 1000 + ns / 1000000000;
 	ts->tv_nsec = ns % 1000000000;
 	return rc;
 }
@@ -412,6 +418,9 @@ static int dns_fd = -1;
 static pthread_t dns_thread;
 static atomic_bool dns_stop;
 static struct rlb_resolv_conf dns_conf;
+/* Questions taken; how long each answer is held back (a slow server). */
+static atomic_uint dns_questions;
+static atomic_int dns_hold_ms;
 
 static void *dns_serve(void *arg)
 {
@@ -429,6 +438,9 @@ static void *dns_serve(void *arg)
 			     &flen);
 		if (n < 12)
 			continue;
+		atomic_fetch_add(&dns_questions, 1);
+		if (atomic_load(&dns_hold_ms) > 0)
+			poll(NULL, 0, atomic_load(&dns_hold_ms));
 		dw_start(&w, "_f._tcp.rlb.test", 33, 0);
 		dw_srv(&w, "_f._tcp.rlb.test", 0, 0, 1, 9, "t.rlb.test");
 		dw_glue(&w, "t.rlb.test", 0, "127.0.0.2");
@@ -461,6 +473,29 @@ static int dns_start(void)
 	return pthread_create(&dns_thread, NULL, dns_serve, NULL);
 }
 
+/* f.cluster and d.cluster, with connect_timeout_ms ms; 0 or -1. */
+static int write_config(int ms)
+{
+	char text[1024];
+	FILE *f;
+
+	snprintf(text, sizeof(text),
+		 "connect_timeout_ms = %d;\n"
+		 "distributed_replica_error_half_life = 100000;\n"
+		 "clusters = ( { name = \"f.cluster\"; load_balancing = "
+		 "\"in_order\"; replicas = (\n"
+		 " { host = \"ok\"; address = \"127.0.0.2\"; port = %d; },\n"
+		 " { host = \"refuser\"; address = \"127.0.0.3\"; port = %d; "
+		 "} ); },\n"
+		 " { name = \"d.cluster\"; srv = \"_f._tcp.rlb.test\";\n"
+		 "   dns_refresh_floor_ms = 10; dns_cache_ttl = 0; } );\n",
+		 ms, port_ok, port_refused);
+	f = fopen(cfg_path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		return -1;
+	return 0;
+}
+
 static int setup(void **state)
 {
 	char text[1024];
@@ -476,20 +511,8 @@ static int setup(void **state)
 	if (listen_ok < 0 || bound_refused < 0 || bound_other < 0 ||
 	    listen(listen_ok, 64) != 0)
 		return -1;
-	snprintf(text, sizeof(text),
-		 "connect_timeout_ms = %d;\n"
-		 "distributed_replica_error_half_life = 100000;\n"
-		 "clusters = ( { name = \"f.cluster\"; load_balancing = "
-		 "\"in_order\"; replicas = (\n"
-		 " { host = \"ok\"; address = \"127.0.0.2\"; port = %d; },\n"
-		 " { host = \"refuser\"; address = \"127.0.0.3\"; port = %d; "
-		 "} ); },\n"
-		 " { name = \"d.cluster\"; srv = \"_f._tcp.rlb.test\";\n"
-		 "   dns_refresh_floor_ms = 10; dns_cache_ttl = 0; } );\n",
-		 TIMEOUT_MS, port_ok, port_refused);
 	snprintf(cfg_path, sizeof(cfg_path), "%s/replicalb.conf", tmpdir);
-	f = fopen(cfg_path, "w");
-	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+	if (write_config(TIMEOUT_MS) != 0)
 		return -1;
 	setenv("REPLICALB_CONFIG", cfg_path, 1);
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
@@ -1090,6 +1113,422 @@ static void test_faults_state_dir_fstat_failure_says_why(void **state)
 	rmdir(gdir);
 }
 
+/* Monotonic milliseconds of the test's own (never the seam's clock). */
+static int64_t test_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether the number of questions the server took passes q before
+ * deadline (test_ms()); the clock moved past the floor meanwhile, each
+ * time resolving d.cluster so that a refresh is due and asked. */
+static bool dns_asked_after(unsigned q, int64_t deadline)
+{
+	while (atomic_load(&dns_questions) <= q) {
+		struct rlb_snapshot *snap;
+		struct rlb_cluster *d;
+
+		if (test_ms() >= deadline)
+			return false;
+		clock_offset_ms += 20;
+		snap = rlb_runtime_acquire();
+		d = snap ? rlb_config_find(snap->cfg, "d.cluster") : NULL;
+		if (d && (d = rlb_runtime_members(d, &snap)))
+			rlb_runtime_release(snap);
+		else if (snap && !d)
+			rlb_runtime_release(snap);
+		poll(NULL, 0, 5);
+	}
+	return true;
+}
+
+/*
+ * A forked child's program: resolve f.cluster and d.cluster (its members
+ * in force; the busy flags the parent's asking thread set are cleared),
+ * exit 0 when both answer. A watchdog ends a child that hangs.
+ */
+static void child_resolves(void)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *c, *d;
+	int rc = -1;
+
+	alarm(5);
+	snap = rlb_runtime_acquire();
+	c = snap ? rlb_config_find(snap->cfg, "f.cluster") : NULL;
+	if (c && rlb_resolve_getaddrinfo(c, NULL, &hints, &res) == 0) {
+		freeaddrinfo(res);
+		res = NULL;
+		d = rlb_config_find(snap->cfg, "d.cluster");
+		if (d && (d = rlb_runtime_members(d, &snap))) {
+			rc = rlb_resolve_getaddrinfo(d, NULL, &hints, &res);
+			if (res)
+				freeaddrinfo(res);
+			rlb_runtime_release(snap);
+		}
+	} else if (snap) {
+		rlb_runtime_release(snap);
+	}
+	_exit(rc == 0 ? 0 : 1);
+}
+
+/* Fork a child that resolves; its exit status, -1 when it did not end
+ * within ms (then killed). */
+static int fork_resolves(int64_t ms)
+{
+	int64_t deadline = test_ms() + ms;
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		child_resolves();
+	if (pid < 0)
+		return -1;
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (test_ms() >= deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		poll(NULL, 0, 5);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/*
+ * Fork while a refresh is held at the DNS server: the refresh thread is
+ * inside the stub (poll() on its socket) when the program's thread forks.
+ * The child must resolve and exit at once, not wait for an asking thread
+ * that stayed in the parent (design.md §13.4, §15.3).
+ */
+static void test_faults_fork_during_refresh(void **state)
+{
+	struct rlb_snapshot *snap;
+	struct rlb_cluster *d;
+	unsigned q;
+	int64_t t0;
+	int rc;
+
+	rlb_libc_reset();
+	rlb_libc()->now = fake_now;
+	dup2(devnull, STDERR_FILENO);
+	atomic_store(&dns_hold_ms, 700);
+	q = atomic_load(&dns_questions);
+	clock_offset_ms += 1100;
+	snap = rlb_runtime_acquire();
+	assert_non_null(snap);
+	d = rlb_config_find(snap->cfg, "d.cluster");
+	assert_non_null(d);
+	/* Due: asked in the background, answered with what is in force. */
+	d = rlb_runtime_members(d, &snap);
+	assert_non_null(d);
+	assert_true(d->nreplicas > 0);
+	rlb_runtime_release(snap);
+	t0 = test_ms();
+	while (atomic_load(&dns_questions) == q && test_ms() - t0 < 2000)
+		poll(NULL, 0, 1);
+	assert_true(atomic_load(&dns_questions) > q);
+	t0 = test_ms();
+	rc = fork_resolves(3000);
+	/* Promptly: well before the held answer would have come. */
+	assert_int_equal(rc, 0);
+	assert_true(test_ms() - t0 < 600);
+	atomic_store(&dns_hold_ms, 0);
+	/* The parent's refresh ends, and the next one is asked. */
+	assert_true(
+		dns_asked_after(atomic_load(&dns_questions), test_ms() + 3000));
+	dup2(saved_stderr, STDERR_FILENO);
+	rlb_libc_reset();
+}
+
+/*
+ * Cancellation (pthread_cancel()): the seam's entries that are
+ * cancellation points (pthreads(7)), and getaddrinfo and the directory
+ * calls, which may be. A thread of the program's, running the calls of a
+ * scenario, is cancelled at the n-th of them that it passes through:
+ * pthread_cancel() of itself, then pthread_testcancel(), which acts at
+ * once where cancellation is enabled and stays pending to the next
+ * cancellation point where the library has it off.
+ */
+static const int cancel_entries[] = {
+	E_getaddrinfo, E_connect, E_close,    E_fcntl,	   E_poll,
+	E_open,	       E_openat,  E_read,     E_pread,	   E_write,
+	E_opendir,     E_readdir, E_closedir, E_nanosleep, E_syslog,
+};
+static bool is_cancel_point[E_COUNT];
+static RLB_TLS bool in_victim; /* this thread is the one cancelled */
+static unsigned cancel_at;     /* the point to cancel at: 1, 2, ... */
+static unsigned cancel_seen;   /* points the victim passed this round */
+static int cancel_entry = -1;  /* the entry of the point cancelled at */
+static bool cancel_sent;
+
+static void cancel_point(int e)
+{
+	if (!in_victim || !is_cancel_point[e] || cancel_sent)
+		return;
+	if (++cancel_seen != cancel_at)
+		return;
+	cancel_sent = true;
+	cancel_entry = e;
+	pthread_cancel(pthread_self());
+	pthread_testcancel();
+}
+
+#define WRAP(ret, name, params, args)                                          \
+	static ret cancel_##name params                                        \
+	{                                                                      \
+		cancel_point(E_##name);                                        \
+		return real.name args;                                         \
+	}
+RLB_LIBC_ENTRIES(WRAP)
+#undef WRAP
+
+/* What the cancelled thread holds of its own: freed by its cleanup. */
+struct victim {
+	struct rlb_snapshot *snap;
+	struct addrinfo *res;
+	int fd;
+};
+
+static void victim_cleanup(void *arg)
+{
+	struct victim *v = arg;
+
+	if (v->res)
+		freeaddrinfo(v->res);
+	if (v->fd >= 0)
+		rlb_track_close(v->fd);
+	if (v->snap)
+		rlb_runtime_release(v->snap);
+}
+
+/* The program's calls of one resolution of each cluster, its connects,
+ * the local name and g.cluster's state; then a last cancellation point
+ * of its own. */
+static void victim_calls(struct victim *v)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+	struct rlb_cluster *c, *g = &gcfg->clusters[0];
+	struct hostent he, *hp;
+	char hbuf[1024], fqdn[256];
+	int herr;
+
+	v->snap = rlb_runtime_acquire();
+	c = v->snap ? rlb_config_find(v->snap->cfg, "f.cluster") : NULL;
+	if (c && rlb_resolve_getaddrinfo(c, NULL, &hints, &v->res) == 0) {
+		rlb_resolve_gethostbyname(c, "f.cluster", AF_INET, &he, hbuf,
+					  sizeof(hbuf), &hp, &herr);
+		for (struct addrinfo *ai = v->res; ai; ai = ai->ai_next) {
+			v->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (rlb_track_connect(v->fd, ai->ai_addr,
+					      ai->ai_addrlen) == 0) {
+				int a = accept(listen_ok, NULL, NULL);
+
+				if (a >= 0)
+					close(a);
+			}
+			rlb_track_close(v->fd);
+			v->fd = -1;
+		}
+		freeaddrinfo(v->res);
+		v->res = NULL;
+	}
+	c = v->snap ? rlb_config_find(v->snap->cfg, "d.cluster") : NULL;
+	if (c && !(c = rlb_runtime_members(c, &v->snap)))
+		v->snap = NULL; /* no reference held */
+	if (c && rlb_resolve_getaddrinfo(c, NULL, &hints, &v->res) == 0) {
+		freeaddrinfo(v->res);
+		v->res = NULL;
+	}
+	rlb_local_fqdn(fqdn, sizeof(fqdn));
+	if (v->snap)
+		rlb_runtime_release(v->snap);
+	v->snap = NULL;
+	rlb_health_attach_all(gcfg, false);
+	rlb_health_add_errors(g, 0, 1, rlb_now());
+	clock_offset_ms += 1100;
+	rlb_health_add_errors(g, 0, 1, rlb_now());
+	rlb_health_attach_all_readonly(glook);
+	rlb_health_errors(&glook->clusters[0], 0, rlb_now(), true);
+	pthread_testcancel();
+}
+
+static int (*rlb_libc_default_create)(pthread_t *, const pthread_attr_t *,
+				      void *(*)(void *),
+				      void *) = pthread_create;
+
+static void *victim_main(void *arg)
+{
+	struct victim v = {.fd = -1};
+
+	in_victim = true;
+	pthread_cleanup_push(victim_cleanup, &v);
+	victim_calls(&v);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+static void *fork_thread(void *arg)
+{
+	*(int *)arg = fork_resolves(3000);
+	return NULL;
+}
+
+/* After a cancel: the process still resolves, reloads, asks DNS, forks,
+ * and no busy flag is left; every wait bounded. */
+static void check_after_cancel(unsigned n, int timeout)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	struct rlb_cluster *g = &gcfg->clusters[0], *c;
+	const char *at = cancel_entry >= 0 ? rlb_libc_name(cancel_entry) : "-";
+	struct rlb_snapshot *snap;
+	struct timespec until;
+	pthread_t t;
+	int rc = -1;
+
+	if (g->health && atomic_load(&g->health->busy))
+		problem("cancel #%u (%s): g.cluster's state left busy", n, at);
+	/* A changed config is taken: no reload left busy. */
+	write_config(timeout);
+	clock_offset_ms += 1100;
+	snap = rlb_runtime_acquire();
+	if (!snap || snap->cfg->defaults.connect_timeout_ms != timeout)
+		problem("cancel #%u (%s): the config is no longer reloaded", n,
+			at);
+	c = snap ? rlb_config_find(snap->cfg, "f.cluster") : NULL;
+	if (c && c->health && atomic_load(&c->health->busy))
+		problem("cancel #%u (%s): f.cluster's state left busy", n, at);
+	if (!c || rlb_resolve_getaddrinfo(c, NULL, &hints, &res) != 0)
+		problem("cancel #%u (%s): f.cluster no longer resolves", n, at);
+	if (res)
+		freeaddrinfo(res);
+	if (snap)
+		rlb_runtime_release(snap);
+	if (!dns_asked_after(atomic_load(&dns_questions), test_ms() + 3000))
+		problem("cancel #%u (%s): d.cluster no longer refreshed", n,
+			at);
+	/* A fork: every lock of the library free (the handler takes them
+	 * all), in a thread of its own so that a hang is seen. */
+	pthread_create(&t, NULL, fork_thread, &rc);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+		dup2(saved_stderr, STDERR_FILENO);
+		fail_msg("cancel #%u (%s): fork() hangs (a lock left held)", n,
+			 at);
+	}
+	if (rc != 0)
+		problem("cancel #%u (%s): a forked child's lookup: %d", n, at,
+			rc);
+	/* g.cluster's state usable, then removed for the next round. */
+	rlb_health_attach_all(gcfg, false);
+	rlb_health_reset(g, SIZE_MAX);
+	rlb_health_add_errors(g, 0, 1, rlb_now());
+	if (rlb_health_errors(g, 0, rlb_now(), false) != 1)
+		problem("cancel #%u (%s): g.cluster's state counts wrong", n,
+			at);
+	rlb_health_detach(g->health);
+	g->health = NULL;
+	rlb_health_detach(glook->clusters[0].health);
+	glook->clusters[0].health = NULL;
+	rlb_health_remove_state(gcfg, true, NULL);
+	rmdir(gdir);
+}
+
+/*
+ * Cancel the victim at each point it passes in turn (n = 0 counts them),
+ * its config changed each time so that it reloads; asks is whether a
+ * refresh is asked by the victim itself (no thread could be made) or by
+ * a thread of the library's. Returns the points; adds the rounds
+ * cancelled to *cancelled (at the entries where[]) and those that passed
+ * fewer points to *fewer.
+ */
+static unsigned cancel_sweep(bool asks, unsigned *cancelled, unsigned *fewer,
+			     bool *where)
+{
+	unsigned points = 0;
+
+	real.pthread_create = asks ? no_thread : rlb_libc_default_create;
+	for (unsigned n = 0; n == 0 || n <= points; n++) {
+		struct timespec until;
+		pthread_t v;
+		void *ret = NULL;
+
+		cancel_at = n;
+		cancel_seen = 0;
+		cancel_sent = false;
+		cancel_entry = -1;
+		/* A changed file: the victim's resolution reloads it. */
+		if (write_config(3000 + (int)(n % 2)) != 0)
+			problem("config not written");
+		clock_offset_ms += 1100;
+		pthread_create(&v, NULL, victim_main, NULL);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 10;
+		if (pthread_timedjoin_np(v, &ret, &until) != 0) {
+			dup2(saved_stderr, STDERR_FILENO);
+			fail_msg("cancel #%u: the thread never ends", n);
+		}
+		if (n == 0) {
+			points = cancel_seen;
+			assert_null(ret);
+		} else if (ret != PTHREAD_CANCELED) {
+			/* Fewer points this time (the first reload of a
+			 * file, a refresh not due): ended uncancelled. */
+			if (cancel_sent || cancel_seen >= n)
+				problem("cancel #%u (%s): not cancelled", n,
+					rlb_libc_name(cancel_entry));
+			(*fewer)++;
+		} else {
+			(*cancelled)++;
+			where[cancel_entry] = true;
+		}
+		check_after_cancel(n, 200 + (int)(n % 2));
+	}
+	return points;
+}
+
+static void test_faults_cancel_at_every_point(void **state)
+{
+	struct rlb_libc *t;
+	unsigned points[2], cancelled = 0, fewer = 0;
+	bool where[E_COUNT] = {0};
+	size_t before = nproblems_all;
+
+	for (size_t i = 0; i < sizeof(cancel_entries) / sizeof(int); i++)
+		is_cancel_point[cancel_entries[i]] = true;
+	rlb_libc_reset();
+	real = *rlb_libc();
+	real.now = fake_now;
+	t = rlb_libc();
+#define SET(ret, name, params, args) t->name = cancel_##name;
+	RLB_LIBC_ENTRIES(SET)
+#undef SET
+	dup2(devnull, STDERR_FILENO);
+	points[0] = cancel_sweep(false, &cancelled, &fewer, where);
+	points[1] = cancel_sweep(true, &cancelled, &fewer, where);
+	dup2(saved_stderr, STDERR_FILENO);
+	rlb_libc_reset();
+	write_config(TIMEOUT_MS);
+	for (size_t i = before; i < nproblems; i++)
+		print_message("cancel: %s\n", problems[i]);
+	print_message("cancellation: %u + %u points passed (refresh thread; "
+		      "asked by the thread cancelled), %u cancelled at (%u "
+		      "rounds passed fewer), in:",
+		      points[0], points[1], cancelled, fewer);
+	for (int e = 0; e < E_COUNT; e++)
+		if (where[e])
+			print_message(" %s", rlb_libc_name(e));
+	print_message("\n");
+	assert_int_equal(nproblems_all, before);
+	assert_int_equal(cancelled + fewer, points[0] + points[1]);
+	assert_true(fewer < cancelled / 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1097,6 +1536,8 @@ int main(void)
 		cmocka_unit_test(test_faults_statx_failure_is_same_socket),
 		cmocka_unit_test(test_faults_clock_failure_keeps_time),
 		cmocka_unit_test(test_faults_every_entry),
+		cmocka_unit_test(test_faults_fork_during_refresh),
+		cmocka_unit_test(test_faults_cancel_at_every_point),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
