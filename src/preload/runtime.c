@@ -401,7 +401,7 @@ out:
 static void maybe_reload(int64_t now)
 {
 	bool changed;
-	int saved;
+	int saved, cancel;
 
 	if (now < atomic_load_explicit(&next_check_ms, memory_order_relaxed))
 		return;
@@ -409,6 +409,9 @@ static void maybe_reload(int64_t now)
 		return;
 	/* The check (stat(), a load) is the only thing here errno sees. */
 	saved = errno;
+	/* A thread cancelled in the load (open, read, close) would keep
+	 * reload_busy for good: no reload ever again. */
+	cancel = rlb_cancel_off();
 	atomic_store(&next_check_ms, now + RELOAD_INTERVAL_MS);
 	pthread_mutex_lock(&cfg_lock);
 	changed = !current || rlb_config_changed(current->cfg);
@@ -417,6 +420,7 @@ static void maybe_reload(int64_t now)
 	if (changed && !(broken.n && !rlb_config_files_changed(&broken)))
 		load_config(false);
 	atomic_flag_clear(&reload_busy);
+	rlb_cancel_restore(cancel);
 	errno = saved;
 }
 
