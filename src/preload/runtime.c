@@ -373,6 +373,10 @@ static void runtime_init(void)
 {
 	enum rlb_log_level level;
 	int saved = errno;
+	/* Cancelled in the load (a file's open or read), pthread_once would
+	 * run this again: a second fork handler, whose prepare would take
+	 * members_lock twice, and a second key. */
+	int cancel = rlb_cancel_off();
 	const char *off = rlb_env(RLB_ENV_DISABLE);
 
 	disabled = off && strcmp(off, "0") != 0;
@@ -393,6 +397,7 @@ static void runtime_init(void)
 	atomic_store(&next_check_ms, rlb_monotonic_ms() + RELOAD_INTERVAL_MS);
 out:
 	atomic_store_explicit(&init_done, true, memory_order_release);
+	rlb_cancel_restore(cancel);
 	errno = saved;
 }
 
