@@ -343,6 +343,7 @@ struct rlb_membership {
 	size_t nviews;		       /* its questions */
 	struct rlb_dns_source_view views[3];
 	unsigned failures; /* failed refreshes in a row (the back-off) */
+	bool shared;	   /* `now` came from the host's shared answer */
 	int64_t warned_ms; /* rate limit of the warning */
 	enum rlb_dns_outcome warned_outcome;
 };
@@ -370,5 +371,34 @@ bool rlb_membership_apply(struct rlb_membership *ms,
  * member with a config replica's identity is left out. 0 or -ENOMEM.
  */
 int rlb_members_add(struct rlb_cluster *c, const struct rlb_membership *ms);
+
+/*
+ * The host's shared answer of a DNS cluster (design.md §15.6): the
+ * members in force as one text file that every process of the state can
+ * read. rlb_members_encode() writes answer `now` (or, with nxdomain, the
+ * word that DNS said there are none) of cluster hash `cluster`, answered
+ * at wall_ms, into *out (malloc'd, *outlen bytes): 0 or -ENOMEM.
+ * rlb_members_decode() reads one back into *a (free with
+ * rlb_members_answer_free()), checking everything: its hash, the
+ * cluster, every field, each member once, a time no more than a minute
+ * ahead of now_wall_ms. 0, -EINVAL (to be set aside) or -ENOMEM.
+ */
+int rlb_members_encode(const struct rlb_members_answer *now, bool nxdomain,
+		       uint64_t cluster, int64_t wall_ms, char **out,
+		       size_t *outlen);
+int rlb_members_decode(const char *buf, size_t len, uint64_t cluster,
+		       int64_t now_wall_ms, struct rlb_members_answer *a,
+		       bool *nxdomain, int64_t *wall_ms);
+/* How long an answer with TTL ttl is fresh: the refresh interval. */
+int64_t rlb_membership_fresh_ms(const struct rlb_cluster *c, uint32_t ttl);
+/*
+ * Take decoded shared answer a (emptied) into ms at now_ms as an answer
+ * age_ms old: its members (or none, for NXDOMAIN), the next refresh due
+ * when it would have been for its writer (now or past: stale).
+ */
+void rlb_membership_adopt(struct rlb_membership *ms,
+			  const struct rlb_cluster *c,
+			  struct rlb_members_answer *a, int64_t now_ms,
+			  int64_t age_ms);
 
 #endif /* RLB_ENGINE_H */

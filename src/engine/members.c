@@ -669,6 +669,7 @@ bool rlb_membership_apply(struct rlb_membership *ms,
 		memset(a, 0, sizeof(*a));
 		ms->answered = true;
 		ms->answered_ms = now_ms;
+		ms->shared = false;
 		ms->nx_since_ms = 0;
 		ms->warned_ms = 0;
 		ms->failures = 0;
@@ -813,4 +814,47 @@ const char *rlb_dns_outcome_name(enum rlb_dns_outcome o)
 	default:
 		return "not asked";
 	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The shared answer (design.md §15.6; its file: members_shared.c) */
+
+int64_t rlb_membership_fresh_ms(const struct rlb_cluster *c, uint32_t ttl)
+{
+	return refresh_ms(c, ttl);
+}
+
+void rlb_membership_adopt(struct rlb_membership *ms,
+			  const struct rlb_cluster *c,
+			  struct rlb_members_answer *a, int64_t now_ms,
+			  int64_t age_ms)
+{
+	bool nx = a->outcome == RLB_DNS_NXDOMAIN;
+
+	if (age_ms < 0)
+		age_ms = 0;
+	if (nx) {
+		/* DNS said there are none, after its hold: so are they
+		 * here, until the next refresh. */
+		rlb_members_answer_free(&ms->now);
+		rlb_members_answer_free(a);
+		ms->answered = true;
+		ms->outcome = RLB_DNS_NXDOMAIN;
+		ms->due_ms = now_ms + refresh_ms(c, UINT32_MAX) - age_ms;
+	} else {
+		if (a->n > 1)
+			qsort(a->m, a->n, sizeof(*a->m), member_cmp);
+		rlb_members_answer_free(&ms->now);
+		ms->now = *a;
+		memset(a, 0, sizeof(*a));
+		ms->answered = true;
+		ms->outcome = RLB_DNS_OK;
+		ms->nx_since_ms = 0;
+		ms->failures = 0;
+		ms->due_ms = now_ms + refresh_ms(c, ms->now.ttl) - age_ms;
+	}
+	ms->answered_ms = now_ms - age_ms;
+	ms->asked_ms = now_ms;
+	ms->nviews = 0;
+	ms->shared = true;
 }

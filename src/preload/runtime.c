@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "preload/preload.h"
@@ -49,8 +50,11 @@ static pthread_cond_t members_cond = PTHREAD_COND_INITIALIZER;
 static struct rlb_config *base;
 struct runtime_membership {
 	struct rlb_membership ms;
-	bool busy;  /* a refresh is asking DNS */
-	bool asked; /* a refresh has ended: no resolution waits again */
+	bool busy;	 /* a refresh is asking DNS */
+	bool asked;	 /* a refresh has ended: no resolution waits again */
+	int64_t wall_ms; /* when the members in force were answered (wall
+			  * clock, ms; 0: never), here or by another
+			  * process of the host (the shared answer) */
 };
 static struct runtime_membership *memberships;
 static size_t nmemberships;
@@ -521,15 +525,71 @@ void rlb_runtime_set_dns(const struct rlb_dns_client *dns)
  * ends by the time glibc's lookup of one name may take from the start
  * (design.md §15.3).
  */
-static void refresh_membership(uint64_t name_hash, bool waited)
+/* The host's shared answer (design.md §15.6): at most this many bytes,
+ * and no older than this when DNS cannot be asked. */
+#define SHARED_MAX_BYTES  (1u << 20)
+#define SHARED_MAX_AGE_MS (3600 * 1000)
+#define SHARED_EXT	  "members"
+
+/* What one refresh found in the shared answer file. */
+struct shared_answer {
+	bool ok; /* a valid answer was read into `a` */
+	bool nx; /* of NXDOMAIN */
+	int64_t wall_ms, age_ms;
+	struct rlb_members_answer a;
+};
+
+/* Read cluster `name`'s shared answer in dir into *sh; one that does not
+ * parse is set aside. */
+static void read_shared(const char *dir, const char *name, uint64_t hash,
+			struct shared_answer *sh)
+{
+	char *buf = malloc(SHARED_MAX_BYTES);
+	int64_t now = rlb_now() * 1000;
+	ssize_t n;
+
+	memset(sh, 0, sizeof(*sh));
+	if (!buf)
+		return;
+	n = rlb_health_side_read(dir, name, SHARED_EXT, buf, SHARED_MAX_BYTES);
+	if (n > 0) {
+		int rc = rlb_members_decode(buf, (size_t)n, hash, now, &sh->a,
+					    &sh->nx, &sh->wall_ms);
+
+		sh->ok = rc == 0;
+		if (rc == -EINVAL)
+			rlb_health_side_set_aside(dir, name, SHARED_EXT,
+						  "not a valid shared answer");
+		sh->age_ms = now - sh->wall_ms;
+	}
+	free(buf);
+}
+
+/*
+ * Refresh the membership of cluster name_hash: take the host's shared
+ * answer when it is newer than ours and fresh (or, while this process has
+ * none, even stale: design.md §15.6), else ask its sources without any
+ * lock; take the answer in, publish a snapshot when the members changed,
+ * and share an answer DNS gave. The caller set the membership busy; this
+ * clears it. A resolution waits for it (`waited`): its second round of
+ * questions ends by the time glibc's lookup of one name may take from
+ * the start (§15.3). Returns whether the members in force are stale (a
+ * refresh is due at once).
+ */
+static bool refresh_membership(uint64_t name_hash, bool waited)
 {
 	const struct rlb_dns_client *dns = atomic_load(&dns_client);
-	int64_t deadline = INT64_MAX;
+	int64_t deadline = INT64_MAX, had_wall = 0, now;
 	struct rlb_cluster q = {0};
 	struct rlb_members_answer a;
+	struct shared_answer sh;
 	struct runtime_membership *m;
 	const struct rlb_cluster *c;
 	struct rlb_snapshot *snap = NULL, *old = NULL;
+	char dir[PATH_MAX], *state_dir = NULL, *share = NULL, *name = NULL;
+	bool answered = false, use_shared = false, stale = false;
+	size_t share_len = 0;
+	uint64_t key;
 
 	pthread_mutex_lock(&members_lock);
 	c = base_cluster(name_hash);
@@ -540,42 +600,85 @@ static void refresh_membership(uint64_t name_hash, bool waited)
 		q.port = c->port;
 		q.srv = c->srv ? strdup(c->srv) : NULL;
 		q.dns = c->dns ? strdup(c->dns) : NULL;
+		name = c->name ? strdup(c->name) : NULL;
+		state_dir = base->state_dir ? strdup(base->state_dir) : NULL;
+		answered = m->ms.answered;
+		had_wall = m->wall_ms;
 	}
 	pthread_mutex_unlock(&members_lock);
-	if (waited && dns == &rlb_dns_stub)
+	rlb_health_state_dir(&(struct rlb_config){.state_dir = state_dir}, dir,
+			     sizeof(dir));
+	memset(&sh, 0, sizeof(sh));
+	/* The shared answer is of these sources: another config's sources
+	 * for the same name are another answer. */
+	key = rlb_hash64(q.srv ? q.srv : "", q.srv ? strlen(q.srv) : 0,
+			 name_hash);
+	key = rlb_hash64(q.dns ? q.dns : "", q.dns ? strlen(q.dns) : 0, key);
+	if (name)
+		read_shared(dir, name, key, &sh);
+	/* Another process asked since we did, and it is fresh: no DNS. */
+	if (sh.ok && sh.wall_ms > had_wall &&
+	    sh.age_ms < rlb_membership_fresh_ms(&q, sh.a.ttl))
+		use_shared = true;
+	/* Nothing of our own yet: a stale shared answer now, DNS after. */
+	else if (sh.ok && !answered && sh.age_ms < SHARED_MAX_AGE_MS)
+		use_shared = stale = true;
+	if (!use_shared && waited && dns == &rlb_dns_stub)
 		deadline = rlb_monotonic_ms() + rlb_dns_stub_budget_ms();
-	if (q.srv || q.dns) {
+	memset(&a, 0, sizeof(a));
+	a.outcome = RLB_DNS_FAILED;
+	if (!use_shared && (q.srv || q.dns))
 		rlb_members_ask(&q, dns, deadline, &a);
-	} else {
-		memset(&a, 0, sizeof(a));
-		a.outcome = RLB_DNS_FAILED;
-	}
 	pthread_mutex_lock(&members_lock);
 	c = base_cluster(name_hash);
 	m = membership_of(name_hash);
+	now = rlb_monotonic_ms();
 	/* A reload that changed the sources meanwhile made a new
 	 * membership, which this answer (of the old ones) is not for, nor
 	 * is its busy flag ours to clear. */
 	if (!c || !m || !same_string(c->srv, q.srv) ||
 	    !same_string(c->dns, q.dns))
 		m = NULL;
-	if (m && rlb_membership_apply(&m->ms, c, &a, rlb_monotonic_ms())) {
+	if (m && use_shared) {
+		rlb_membership_adopt(&m->ms, c, &sh.a, now, sh.age_ms);
+		m->wall_ms = sh.wall_ms;
 		snap = members_snapshot(false, known_fqdn);
-		if (snap)
-			old = publish(snap);
-		else
-			/* Out of memory: the members are asked again. */
-			m->ms.due_ms = 0;
+	} else if (m && rlb_membership_apply(&m->ms, c, &a, now)) {
+		snap = members_snapshot(false, known_fqdn);
+	}
+	if (m && snap)
+		old = publish(snap);
+	else if (m && (use_shared || a.outcome == RLB_DNS_OK) && !snap)
+		/* Out of memory: the members are asked again. */
+		m->ms.due_ms = 0;
+	/* What DNS said, for every process of the host. */
+	if (m && !use_shared && m->ms.answered && m->ms.asked_ms == now &&
+	    (m->ms.outcome == RLB_DNS_OK ||
+	     (m->ms.outcome == RLB_DNS_NXDOMAIN && !m->ms.now.n))) {
+		m->wall_ms = rlb_now() * 1000;
+		if (rlb_members_encode(&m->ms.now,
+				       m->ms.outcome == RLB_DNS_NXDOMAIN, key,
+				       m->wall_ms, &share, &share_len) < 0)
+			share = NULL;
 	}
 	rlb_members_answer_free(&a);
+	rlb_members_answer_free(&sh.a);
 	if (m)
 		m->busy = false, m->asked = true;
+	stale = stale && m && m->ms.due_ms <= now;
 	recompute_due();
 	pthread_cond_broadcast(&members_cond);
 	pthread_mutex_unlock(&members_lock);
 	rlb_snapshot_put(old);
+	if (share) {
+		rlb_health_side_write(dir, name, SHARED_EXT, share, share_len);
+		free(share);
+	}
 	free(q.srv);
 	free(q.dns);
+	free(name);
+	free(state_dir);
+	return stale;
 }
 
 static void *refresh_thread(void *arg)
@@ -697,8 +800,24 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 	 * (and no longer than glibc's lookup of one name would take). */
 	if (background && !refresh_in_background(name_hash))
 		first = true;
-	if (first)
-		refresh_membership(name_hash, true);
+	if (first && refresh_membership(name_hash, true)) {
+		/* A stale shared answer answers now; DNS is asked at once,
+		 * in the background. */
+		pthread_mutex_lock(&members_lock);
+		m = membership_of(name_hash);
+		background = m && !m->busy;
+		if (background)
+			m->busy = true;
+		recompute_due();
+		pthread_mutex_unlock(&members_lock);
+		if (background && !refresh_in_background(name_hash)) {
+			pthread_mutex_lock(&members_lock);
+			if ((m = membership_of(name_hash)))
+				m->busy = false;
+			recompute_due();
+			pthread_mutex_unlock(&members_lock);
+		}
+	}
 	if (first || (waited && c->nreplicas == 0)) {
 		/* The members just came, or came while we waited: the
 		 * snapshot that has them. */

@@ -136,4 +136,26 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out);
  */
 int rlb_health_gc(FILE *out);
 
+/* ------------------------------------------------------------------ */
+/* health_side.c */
+
+/*
+ * Side files of cluster `cluster` in state directory dir: NAME.EXT beside
+ * its state file (NAME as rlb_dir_file_name() makes it), under the state
+ * files' rules (design.md §5.8). rlb_health_side_read() reads at most cap
+ * bytes: their number, or -1 when there is none or it is not to be read;
+ * a file that is not ours, is writable by others, a symlink, not a
+ * regular file, or over cap is set aside (NAME.EXT.corrupt-TIME-PID) with
+ * one warning. rlb_health_side_write() replaces it whole (a new file,
+ * then rename()), making dir when it is missing: 0 or -1.
+ * rlb_health_side_set_aside() sets a file the caller found not valid
+ * aside, saying why. No lock of libc's is taken; errno is kept.
+ */
+ssize_t rlb_health_side_read(const char *dir, const char *cluster,
+			     const char *ext, char *buf, size_t cap);
+int rlb_health_side_write(const char *dir, const char *cluster, const char *ext,
+			  const void *data, size_t len);
+void rlb_health_side_set_aside(const char *dir, const char *cluster,
+			       const char *ext, const char *why);
+
 #endif /* RLB_STATE_H */

@@ -800,6 +800,128 @@ static void test_members_failures_back_off(void **state)
 	rlb_config_free(cfg);
 }
 
+/* ------------------------------------------------------------------ */
+/* The host's shared answer (design.md §15.6) */
+
+/* An answer in force as the shared file holds it, and back. */
+static void test_members_shared_answer_round_trip(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; "
+				       "dns_cache_ttl = 60; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	struct rlb_members_answer a;
+	struct rlb_membership ms, back;
+	int64_t wall = 1700000000000, at;
+	bool nx = true;
+	char *buf = NULL;
+	size_t len = 0;
+
+	rlb_membership_init(&ms, c);
+	two_targets();
+	assert_true(refresh_targets(&ms, c, rlb_monotonic_ms() + 60000, 1000));
+	assert_int_equal(
+		rlb_members_encode(&ms.now, false, 77, wall, &buf, &len), 0);
+	assert_int_equal(rlb_members_decode(buf, len, 77, wall, &a, &nx, &at),
+			 0);
+	assert_false(nx);
+	assert_int_equal(at, wall);
+	assert_int_equal(a.n, 2);
+	assert_int_equal(a.ttl, ms.now.ttl);
+	rlb_membership_init(&back, c);
+	/* 2 s old with a 5 s TTL: due 3 s from now. */
+	rlb_membership_adopt(&back, c, &a, 50000, 2000);
+	assert_true(back.answered);
+	assert_true(back.shared);
+	assert_int_equal(back.due_ms, 50000 + 3000);
+	assert_int_equal(back.now.n, 2);
+	for (size_t i = 0; i < 2; i++) {
+		assert_string_equal(back.now.m[i].host, ms.now.m[i].host);
+		assert_int_equal(back.now.m[i].port, ms.now.m[i].port);
+		assert_int_equal(back.now.m[i].nglue, ms.now.m[i].nglue);
+		assert_memory_equal(back.now.m[i].glue, ms.now.m[i].glue,
+				    ms.now.m[i].nglue *
+					    sizeof(struct rlb_addr));
+	}
+	/* Another cluster's, or one from the future: not ours to take. */
+	assert_int_equal(rlb_members_decode(buf, len, 78, wall, &a, &nx, &at),
+			 -EINVAL);
+	assert_int_equal(
+		rlb_members_decode(buf, len, 77, wall - 120000, &a, &nx, &at),
+		-EINVAL);
+	free(buf);
+	rlb_membership_clear(&back);
+	rlb_membership_clear(&ms);
+	rlb_config_free(cfg);
+}
+
+/* Every field is checked: a damaged or forged file is refused whole. */
+static void test_members_shared_answer_refuses_damage(void **state)
+{
+	static const char *const bad[] = {
+		/* the body changed under its hash */
+		"m s 9001 0 0 0 - - t2.rlb.test\n",
+		/* a second copy of a member */
+		"m s 9001 0 0 0 - - t1.rlb.test\nm s 9001 0 0 0 - - "
+		"t1.rlb.test\n",
+		/* a dns member without its address, a bad address, port 0 */
+		"m d 9001 0 0 0 - - t1.rlb.test\n",
+		"m d 9001 0 0 0 300.1.1.1 - 300.1.1.1\n",
+		"m s 0 0 0 0 - - t1.rlb.test\n",
+		/* a name that is no name; a view out of range; no newline */
+		"m s 9001 0 0 0 - - t1..test\n",
+		"m s 9001 0 0 7 - - t1.rlb.test\n",
+		"m s 9001 0 0 0 - - t1.rlb.test",
+		/* glue on a dns member, junk after the last field */
+		"m d 9001 0 0 0 10.0.0.1 10.0.0.2 10.0.0.1\n",
+		"m s 9001 0 0 0 - 10.0.0.1 t1.rlb.test x\n",
+	};
+	char buf[600];
+	struct rlb_members_answer a;
+	bool nx;
+	int64_t at;
+
+	/* The control: the same header over a good body is taken. */
+	static const char good[] =
+		"m s 9001 0 0 0 - 10.0.0.1,::1 t1.rlb.test\n";
+	int gn = snprintf(buf, sizeof(buf),
+			  "replicalb-members 1 %016llx %lld %u records 1 "
+			  "%016llx\n%s",
+			  77ULL, 1700000000000LL, 60u,
+			  (unsigned long long)rlb_hash64(good, strlen(good), 0),
+			  good);
+
+	assert_int_equal(rlb_members_decode(buf, (size_t)gn, 77,
+					    1700000000000LL, &a, &nx, &at),
+			 0);
+	assert_int_equal(a.n, 1);
+	assert_int_equal(a.m[0].nglue, 2);
+	rlb_members_answer_free(&a);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		/* A header whose hash is the body's (but the first case,
+		 * whose hash is another body's). */
+		const char *body = bad[i];
+		uint64_t h = rlb_hash64(i ? body
+					  : "m s 9001 0 0 0 - - "
+					    "t1.rlb.test\n",
+					i ? strlen(body) : 30, 0);
+		int n = snprintf(buf, sizeof(buf),
+				 "replicalb-members 1 %016llx %lld %u records "
+				 "%zu %016llx\n%s",
+				 77ULL, 1700000000000LL, 60u,
+				 (size_t)(i == 1 ? 2 : 1),
+				 (unsigned long long)h, body);
+
+		assert_int_equal(rlb_members_decode(buf, (size_t)n, 77,
+						    1700000000000LL, &a, &nx,
+						    &at),
+				 -EINVAL);
+	}
+	assert_int_equal(rlb_members_decode("replicalb-members 2\n", 20, 77,
+					    1700000000000LL, &a, &nx, &at),
+			 -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -835,6 +957,10 @@ int main(void)
 		cmocka_unit_test_setup(
 			test_members_srv_targets_resolved_together, setup),
 		cmocka_unit_test_setup(test_members_failures_back_off, setup),
+		cmocka_unit_test_setup(test_members_shared_answer_round_trip,
+				       setup),
+		cmocka_unit_test_setup(
+			test_members_shared_answer_refuses_damage, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
