@@ -301,6 +301,8 @@ void rlb_log_own_thread(void);
 		void *new_addr), (old, oldlen, newlen, flags, new_addr))       \
 	X(int, madvise, (void *addr, size_t len, int advice),                  \
 		(addr, len, advice))                                           \
+	X(int, memfd_create, (const char *name, unsigned flags),               \
+		(name, flags))                                                 \
 	/* SysV shared memory (the health state) */                            \
 	X(int, shmget, (key_t key, size_t size, int flags),                    \
 		(key, size, flags))                                            \

@@ -187,6 +187,7 @@ static void bind_table(void)
 	t->munmap = munmap;
 	t->mremap = libc_mremap;
 	t->madvise = madvise;
+	t->memfd_create = memfd_create;
 	t->shmget = shmget;
 	t->shmat = shmat;
 	t->shmdt = shmdt;

@@ -67,7 +67,7 @@ static struct health_slot *reclaim(const struct rlb_cluster *c, struct store *s,
 		return &s->map->slots[idx];
 	}
 	atomic_store(&h->reclaim_ms, now + HEALTH_RECLAIM_MS);
-	if (s->kind == STORE_SHM) {
+	if (rlb_store_named(s)) {
 		atomic_store(&h->grow_owed, true);
 		atomic_store(&h->checked_ms, 0);
 	}
@@ -288,7 +288,7 @@ static void add_to(struct rlb_cluster *c, size_t i, uint64_t id, uint64_t n,
 	if (!slot)
 		return;
 	rlb_table_add(slowdowns ? &slot->slowdowns : &slot->errors, n, cap);
-	if (s->kind != STORE_SHM)
+	if (!rlb_store_named(s))
 		return;
 	if (rlb_attach_successor_due(h, s) && atomic_load(&h->cur) == s) {
 		int saved = errno;

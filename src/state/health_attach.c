@@ -25,10 +25,38 @@ static void dirs_put(struct health_dirs *d)
 /* Attach (design.md §12.4) */
 
 /*
+ * A memfd for c instead of the segment that the kernel's limits refused
+ * (why says how; design.md §12.12), with one warning for all clusters.
+ * NULL when none can be had either, the reasons in why.
+ */
+static struct store *memfd_instead(const struct rlb_cluster *c, uint32_t nslots,
+				   const struct health_home *home, char *why,
+				   size_t whylen)
+{
+	char refused[200], why2[160];
+	struct store *s;
+
+	snprintf(refused, sizeof(refused), "%s", why);
+	s = rlb_memfd_create(c, nslots, home, why2, sizeof(why2));
+	if (!s) {
+		snprintf(why, whylen, "%s; %s", refused, why2);
+		return NULL;
+	}
+	/* Without the cluster: one warning for many clusters. */
+	rlb_dir_log_once(RLB_LOG_WARNING,
+			 "%s: health of this and other clusters is kept in "
+			 "memfds that the processes using them hold, shared "
+			 "through /proc",
+			 refused);
+	return s;
+}
+
+/*
  * A new segment for c in the directory dirfd (home), as
  * rlb_segment_create() makes one. Segments that no state file can name
  * any more are reclaimed first, at most once a minute, and again when a
- * kernel limit refused the segment (design.md §12.11).
+ * kernel limit refused the segment (design.md §12.11); when the limit
+ * still refuses it (another user may have filled it), a memfd (§12.12).
  */
 static struct store *create_reclaiming(const struct rlb_cluster *c, int dirfd,
 				       const struct health_home *home,
@@ -41,19 +69,58 @@ static struct store *create_reclaiming(const struct rlb_cluster *c, int dirfd,
 	s = rlb_segment_create(c, nslots, home, limit, why, whylen);
 	if (!s && *limit && rlb_gc_at_create(dirfd, home, true) > 0)
 		s = rlb_segment_create(c, nslots, home, limit, why, whylen);
+	if (!s && *limit)
+		s = memfd_instead(c, nslots, home, why, whylen);
+	if (s)
+		*limit = false;
 	return s;
 }
 
 /*
- * The segment that the name file fname of dir (dirfd) names, attached
- * for c; when there is none, mine, or else a new segment, is named by
- * creating the name file with link(): of processes that start together,
- * the first link wins and the others attach its segment and remove their
- * own. A name file that is not valid, or names a segment that fails the
- * checks, is set aside first; so is one that names a segment of another
- * IPC namespace, unless foreign is given: then *foreign is set and NULL
- * returned, the file left alone. Returns mine when the name file names
- * it; NULL with the reason in why (*limit: the kernel's segment limits).
+ * What nm names, attached read-write for c. *gone when it is a memfd
+ * whose holder is gone; *limit when this process may hold no more.
+ */
+static struct store *attach_one(const struct rlb_cluster *c,
+				const struct health_name *nm, bool *gone,
+				bool *limit, char *why, size_t whylen)
+{
+	*gone = false;
+	if (nm->kind == STORE_SHM)
+		return rlb_segment_attach(c, nm->id, nm->token, false, false,
+					  why, whylen);
+	if (rlb_memfd_full()) {
+		*limit = true;
+		snprintf(why, whylen,
+			 "this process holds %d memfds of state already",
+			 HEALTH_MAX_MEMFDS);
+		return NULL;
+	}
+	return rlb_memfd_attach(c, nm, false, gone, why, whylen);
+}
+
+/* Whether the name file fname of dirfd still is the file st described. */
+static bool same_file(int dirfd, const char *fname, const struct stat *st)
+{
+	struct stat cur;
+
+	return rlb_libc()->fstatat(dirfd, fname, &cur, AT_SYMLINK_NOFOLLOW) ==
+		       0 &&
+	       cur.st_dev == st->st_dev && cur.st_ino == st->st_ino;
+}
+
+/*
+ * The segment (or memfd) that the name file fname of dir (dirfd) names,
+ * attached for c; when there is none, mine, or else a new segment, is
+ * named by creating the name file with link(): of processes that start
+ * together, the first link wins and the others attach its segment and
+ * remove their own. A name file that is not valid, or names a segment
+ * that fails the checks, is set aside first; so is one that names a
+ * segment of another IPC namespace, unless foreign is given: then
+ * *foreign is set and NULL returned, the file left alone. A file that
+ * names a memfd whose holder is gone (design.md §12.12) is no fault: it
+ * is renamed to name mine (or a new one), this process its holder now.
+ * Returns mine when the name file names it; NULL with the reason in why
+ * (*limit: the kernel's segment limits, and no memfd either).
  * Successors are not followed here.
  */
 static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
@@ -74,16 +141,16 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 		dir_err = errno;
 	}
 	for (int tries = 0; tries <= HEALTH_TRIES; tries++) {
-		uint64_t token, ns;
+		struct health_name nm;
 		struct store *s;
 		struct stat st;
-		bool v2;
-		int rc, id, err;
+		bool v2, gone = false;
+		int rc, err;
 
-		rc = rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st,
-				       why, whylen);
+		rc = rlb_dir_name_read(dirfd, fname, &nm, &v2, &st, why,
+				       whylen);
 		/* Its id means nothing here: not ours to judge or replace. */
-		if (rc == 0 && ns && tag && ns != tag) {
+		if (rc == 0 && nm.ns && tag && nm.ns != tag) {
 			if (foreign) {
 				*foreign = true;
 				return NULL;
@@ -92,16 +159,17 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 				 "it names a segment of another IPC namespace");
 			rc = -1;
 		}
-		if (rc == 0 && mine && mine->shmid == id &&
-		    mine->token == token)
-			return mine;
-		if (rc == 0) {
-			s = rlb_segment_attach(c, id, token, false, false, why,
-					       whylen);
-			if (s)
+		if (rc == 0 && mine && rlb_segment_named(mine, &nm)) {
+			if (mine->kind != STORE_MEMFD ||
+			    rlb_memfd_holder_alive(&nm))
+				return mine;
+			gone = true; /* named through a holder that is gone */
+		} else if (rc == 0) {
+			s = attach_one(c, &nm, &gone, limit, why, whylen);
+			if (s || *limit)
 				return s;
 		}
-		if (rc <= 0) {
+		if (rc < 0 || (rc == 0 && !gone)) {
 			if (tries == HEALTH_TRIES)
 				break;
 			rlb_dir_set_aside(dirfd, dir, fname, &st, v2, why);
@@ -120,8 +188,15 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 					      whylen);
 		if (!s)
 			return NULL;
-		if (rlb_dir_name_write(dirfd, fname, s->shmid, s->token,
-				       false) == 0)
+		/* A holder gone: replaced, unless another process did so
+		 * meanwhile (then its file is read again). */
+		if (gone && !same_file(dirfd, fname, &st)) {
+			if (s != mine)
+				rlb_segment_destroy(s);
+			continue;
+		}
+		rlb_segment_name(s, &nm);
+		if (rlb_dir_name_write(dirfd, fname, &nm, gone) == 0)
 			return s;
 		err = errno;
 		if (s != mine)
@@ -253,10 +328,10 @@ out_private:
  * chooses it) in dirfd: fname (NAME_MAX + 1 bytes) is the cluster's
  * NAME.state, and becomes the file read. As rlb_dir_name_read().
  */
-static int look_name(int dirfd, char *fname, int *id, uint64_t *token,
+static int look_name(int dirfd, char *fname, struct health_name *nm,
 		     struct stat *st, char *why, size_t whylen)
 {
-	uint64_t tag = rlb_dir_ipc_tag(), ns;
+	uint64_t tag = rlb_dir_ipc_tag();
 	char own[NAME_MAX + 1];
 	bool v2;
 	int rc;
@@ -267,9 +342,8 @@ static int look_name(int dirfd, char *fname, int *id, uint64_t *token,
 		    0)
 			snprintf(fname, NAME_MAX + 1, "%s", own);
 	}
-	rc = rlb_dir_name_read(dirfd, fname, id, token, &ns, &v2, st, why,
-			       whylen);
-	if (rc != 0 || !ns || !tag || ns == tag)
+	rc = rlb_dir_name_read(dirfd, fname, nm, &v2, st, why, whylen);
+	if (rc != 0 || !nm->ns || !tag || nm->ns == tag)
 		return rc;
 	/* Another namespace's: this one has no state of its own yet. */
 	snprintf(fname, NAME_MAX + 1, "%s", own);
@@ -287,10 +361,11 @@ static struct store *attach_look(struct rlb_health *h,
 	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 	char dir[PATH_MAX], fname[NAME_MAX + 1], why[200];
 	const char *suffix = " (private)";
+	struct health_name nm;
 	struct store *s = NULL;
 	struct stat st;
-	uint64_t token;
-	int dirfd, id, rc;
+	int dirfd, rc;
+	bool gone;
 
 	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
 	if (!h->dirs)
@@ -322,14 +397,16 @@ static struct store *attach_look(struct rlb_health *h,
 		rlb_libc()->close(dirfd);
 		goto out_zeroes;
 	}
-	rc = look_name(dirfd, fname, &id, &token, &st, why, sizeof(why));
+	rc = look_name(dirfd, fname, &nm, &st, why, sizeof(why));
 	rlb_libc()->close(dirfd);
 	if (rc == 1) {
 		suffix = " (absent)";
 		goto out_zeroes;
 	}
-	if (rc == 0)
-		s = rlb_segment_attach(c, id, token, false, true, why,
+	if (rc == 0 && nm.kind == STORE_MEMFD)
+		s = rlb_memfd_attach(c, &nm, true, &gone, why, sizeof(why));
+	else if (rc == 0)
+		s = rlb_segment_attach(c, nm.id, nm.token, false, true, why,
 				       sizeof(why));
 	if (!s) {
 		rlb_dir_log_once(
@@ -379,8 +456,8 @@ static struct store *store_of(const struct rlb_cluster *c)
 	} else if (atomic_compare_exchange_strong(&h->cur, &expected, s)) {
 		atomic_store(&h->follow_ms,
 			     rlb_monotonic_ms() + HEALTH_FOLLOW_MS);
-		atomic_store(&h->mode, s->kind == STORE_SHM ? HEALTH_SHARED
-							    : HEALTH_PRIVATE);
+		atomic_store(&h->mode, rlb_store_named(s) ? HEALTH_SHARED
+							  : HEALTH_PRIVATE);
 	} else {
 		rlb_segment_free(s);
 		s = expected;
@@ -519,44 +596,103 @@ static void store_fname(const struct rlb_cluster *c, const struct store *s,
 		rlb_dir_file_name(c->name ? c->name : "", fname, len);
 }
 
+/* Whether s is gone (why): a segment removed or given another owner or
+ * mode, a memfd whose descriptor the program closed or replaced. */
+static bool store_gone(const struct store *s, char *why, size_t whylen)
+{
+	struct shmid_ds ds;
+
+	if (s->kind == STORE_MEMFD) {
+		if (rlb_memfd_intact(s))
+			return false;
+		snprintf(why, whylen, "its memfd's descriptor was closed");
+		return true;
+	}
+	if (rlb_libc()->shmctl(s->shmid, IPC_STAT, &ds) != 0) {
+		snprintf(why, whylen, "segment %d removed", s->shmid);
+		return true;
+	}
+	return rlb_segment_problem(&ds, why, whylen) != NULL;
+}
+
 /*
- * Once a second: whether the name file still names s, whole and of ours;
- * if not (removed, emptied, cut, replaced, its segment removed or given
- * another mode), attach what it names, or name s again, or a new segment
- * when s is gone too. Returns the store to use (s if nothing changed).
+ * s, a memfd that the name file fname of dirfd names: once every
+ * HEALTH_GC_MS, a segment is tried again (the other user's segments may
+ * be gone), with s's T and counter, and the name file renamed to it; the
+ * others follow it within a second, with their counts (design.md
+ * §12.12). Returns the store to use: s, or the segment.
+ */
+static struct store *retry_segment(struct rlb_health *h,
+				   const struct rlb_cluster *c, struct store *s,
+				   int dirfd, const char *fname)
+{
+	struct health_home home = {c->name_hash, s->map->hdr.dir_dev,
+				   s->map->hdr.dir_ino, s->dir,
+				   rlb_dir_ns("mnt")};
+	int64_t now = rlb_monotonic_ms();
+	struct store *n;
+	char why[200];
+	bool limit;
+
+	if (now < atomic_load(&h->shm_retry_ms))
+		return s;
+	atomic_store(&h->shm_retry_ms, now + HEALTH_GC_MS);
+	n = rlb_segment_create(c, s->nslots, &home, &limit, why, sizeof(why));
+	if (!n)
+		return s;
+	atomic_store(&n->map->hdr.decay_time,
+		     atomic_load(&s->map->hdr.decay_time));
+	atomic_store(&n->map->hdr.rr_counter,
+		     atomic_load(&s->map->hdr.rr_counter));
+	if (!rlb_segment_rename(dirfd, fname, s, n)) {
+		rlb_segment_destroy(n);
+		return s;
+	}
+	rlb_log(RLB_LOG_INFO,
+		"state of cluster %s moved from a memfd back to segment %d",
+		c->name, n->shmid);
+	return n;
+}
+
+/*
+ * Once a second: whether the name file still names s, whole and of ours
+ * (for a memfd, through a holder that is alive); if not (removed,
+ * emptied, cut, replaced, its segment removed or given another mode, its
+ * memfd's holder gone), attach what it names, or name s again, or a new
+ * segment when s is gone too. Returns the store to use (s if nothing
+ * changed).
  */
 static struct store *follow_name(struct rlb_health *h,
 				 const struct rlb_cluster *c, struct store *s)
 {
-	char fname[NAME_MAX + 1], why[200], why2[200];
+	char fname[NAME_MAX + 1], why[200], why2[200], what[32];
+	enum rlb_log_level level = RLB_LOG_WARNING;
 	struct store *n, *tip;
-	uint64_t token, ns;
-	struct shmid_ds ds;
+	struct health_name nm;
 	bool gone, v2, limit;
 	struct stat st;
-	int dirfd, id;
+	int dirfd;
 
 	if (!s->dir)
 		return s;
 	store_fname(c, s, fname, sizeof(fname));
-	if (rlb_libc()->shmctl(s->shmid, IPC_STAT, &ds) != 0) {
-		gone = true;
-		snprintf(why2, sizeof(why2), "segment %d removed", s->shmid);
-	} else {
-		gone = rlb_segment_problem(&ds, why2, sizeof(why2)) != NULL;
-	}
+	gone = store_gone(s, why2, sizeof(why2));
 	dirfd = rlb_dir_open(s->dir, why, sizeof(why));
 	if (dirfd < 0)
 		return s;
 	if (!gone &&
-	    rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st, why,
-			      sizeof(why)) == 0 &&
-	    id == s->shmid && token == s->token) {
-		rlb_libc()->close(dirfd);
-		return s;
+	    rlb_dir_name_read(dirfd, fname, &nm, &v2, &st, why, sizeof(why)) ==
+		    0 &&
+	    rlb_segment_named(s, &nm) &&
+	    (s->kind != STORE_MEMFD || rlb_memfd_holder_alive(&nm))) {
+		n = s->kind == STORE_MEMFD
+			    ? retry_segment(h, c, s, dirfd, fname)
+			    : s;
+		level = RLB_LOG_INFO;
+	} else {
+		n = attach_state(c, dirfd, s->dir, fname, gone ? NULL : s,
+				 &limit, why, sizeof(why));
 	}
-	n = attach_state(c, dirfd, s->dir, fname, gone ? NULL : s, &limit, why,
-			 sizeof(why));
 	/* Named again, in this namespace's own file now: follow that. */
 	if (n == s && strcmp(fname, s->fname ? s->fname : "") != 0) {
 		free(s->fname);
@@ -572,14 +708,25 @@ static struct store *follow_name(struct rlb_health *h,
 		n->dir = strdup(s->dir);
 		n->fname = strdup(fname);
 		n->label = s->label ? strdup(s->label) : NULL;
-		rlb_dir_log_once(
-			RLB_LOG_WARNING,
-			"state of cluster %s was replaced or removed while in "
-			"use (%s): now segment %d",
-			c->name, gone ? why2 : "the name file changed",
-			n->shmid);
+		/* Memfds change hands as programs come and go. */
+		if (!gone && (s->kind == STORE_MEMFD || n->kind == STORE_MEMFD))
+			level = RLB_LOG_INFO;
+		if (n->kind == STORE_MEMFD)
+			snprintf(what, sizeof(what), "a memfd");
+		else
+			snprintf(what, sizeof(what), "segment %d", n->shmid);
+		if (level == RLB_LOG_WARNING)
+			rlb_dir_log_once(
+				level,
+				"state of cluster %s was replaced or removed "
+				"while in use (%s): now %s",
+				c->name, gone ? why2 : "the name file changed",
+				what);
+		else
+			rlb_log(level, "state of cluster %s: now %s", c->name,
+				what);
 		/* Nobody finds s any more: gone once all have moved. */
-		if (!gone)
+		if (!gone && s->kind == STORE_SHM)
 			rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
 	}
 	rlb_libc()->close(dirfd);
@@ -648,7 +795,7 @@ struct store *rlb_attach_now(const struct rlb_cluster *c)
 	struct store *s = store_of(c);
 	int saved;
 
-	if (!s || s->kind != STORE_SHM || s->readonly ||
+	if (!s || !rlb_store_named(s) || s->readonly ||
 	    !atomic_load_explicit(&s->map->hdr.successor,
 				  memory_order_relaxed) ||
 	    !rlb_attach_successor_due(c->health, s))
@@ -666,7 +813,7 @@ struct store *rlb_attach_check(const struct rlb_cluster *c)
 	int64_t now, last;
 	int saved;
 
-	if (!s || s->kind != STORE_SHM || s->readonly)
+	if (!s || !rlb_store_named(s) || s->readonly)
 		return s;
 	if (atomic_load_explicit(&s->map->hdr.successor,
 				 memory_order_relaxed) &&

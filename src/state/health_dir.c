@@ -288,17 +288,17 @@ void rlb_dir_file_name(const char *name, char *out, size_t outlen)
 /* Name files (design.md §12.1) */
 
 /*
- * Parse the text of a name file: 0 with *id, *token and *ns (0 for a
- * line of version 1, which names no IPC namespace), -1 with the reason
- * in why. Exactly one line of NAME_FORMAT or NAME_FORMAT_V1, nothing
- * else.
+ * Parse the text of a name file into *nm, or -1 with the reason in why.
+ * Exactly one line of NAME_FORMAT, NAME_FORMAT_V1 or NAME_FORMAT_MEMFD,
+ * nothing else: the text printed again from what was parsed must be the
+ * same (no signs, spaces or short numbers).
  */
-static int name_parse(const char *text, size_t len, int *id, uint64_t *token,
-		      uint64_t *ns, char *why, size_t whylen)
+static int name_parse(const char *text, size_t len, struct health_name *nm,
+		      char *why, size_t whylen)
 {
-	char buf[NAME_MAX_LEN + 1], again[NAME_MAX_LEN + 1];
-	unsigned long long tok, tag = 0;
-	int n = -1, v, fields;
+	char buf[NAME_MAX_LEN + 1], again[NAME_MAX_LEN + 1] = "";
+	unsigned long long tok, tag = 0, ino = 0;
+	int n = -1, v = -1, pid = 0, fd = -1;
 
 	if (len == 0 || len > NAME_MAX_LEN || memchr(text, '\0', len)) {
 		snprintf(why, whylen, "%s", len ? "not a name file" : "empty");
@@ -306,31 +306,41 @@ static int name_parse(const char *text, size_t len, int *id, uint64_t *token,
 	}
 	memcpy(buf, text, len);
 	buf[len] = '\0';
-	fields = sscanf(buf, "replicalb-state 2 shm %d %16llx %16llx%n", &v,
-			&tok, &tag, &n);
-	if (fields != 3) {
-		n = -1;
-		tag = 0;
-		fields = sscanf(buf, "replicalb-state 1 shm %d %16llx%n", &v,
-				&tok, &n) +
-			 1;
-	}
-	if (fields != 3 || n < 0 || v < 0) {
-		snprintf(why, whylen, "not a name file");
-		return -1;
-	}
-	/* The canonical text only: no signs, spaces or short numbers. */
-	if (tag)
+	*nm = (struct health_name){.kind = STORE_SHM, .fd = -1};
+	if (sscanf(buf, "replicalb-state 2 shm %d %16llx %16llx%n", &v, &tok,
+		   &tag, &n) == 3 &&
+	    n >= 0 && v >= 0 && tag) {
 		snprintf(again, sizeof(again), NAME_FORMAT, v, tok, tag);
-	else
+		goto out_check;
+	}
+	n = -1;
+	tag = 0;
+	if (sscanf(buf, "replicalb-state 1 shm %d %16llx%n", &v, &tok, &n) ==
+		    2 &&
+	    n >= 0 && v >= 0) {
 		snprintf(again, sizeof(again), NAME_FORMAT_V1, v, tok);
-	if (strcmp(again, buf) != 0) {
+		goto out_check;
+	}
+	n = -1;
+	v = -1;
+	if (sscanf(buf, "replicalb-state 3 memfd %d %d %20llu %16llx %16llx%n",
+		   &pid, &fd, &ino, &tok, &tag, &n) == 5 &&
+	    n >= 0 && pid > 0 && fd >= 0 && tag) {
+		nm->kind = STORE_MEMFD;
+		snprintf(again, sizeof(again), NAME_FORMAT_MEMFD, pid, fd, ino,
+			 tok, tag);
+	}
+out_check:
+	if (!again[0] || strcmp(again, buf) != 0) {
 		snprintf(why, whylen, "not a name file");
 		return -1;
 	}
-	*id = v;
-	*token = tok;
-	*ns = tag;
+	nm->id = v;
+	nm->pid = (pid_t)pid;
+	nm->fd = fd;
+	nm->ino = ino;
+	nm->token = tok;
+	nm->ns = tag;
 	return 0;
 }
 
@@ -372,9 +382,8 @@ void rlb_dir_ns_file_name(const char *fname, uint64_t tag, char *out,
 	snprintf(out, outlen, "%s.ipc-%016llx", fname, (unsigned long long)tag);
 }
 
-int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
-		      uint64_t *ns, bool *v2, struct stat *st, char *why,
-		      size_t whylen)
+int rlb_dir_name_read(int dirfd, const char *fname, struct health_name *nm,
+		      bool *v2, struct stat *st, char *why, size_t whylen)
 {
 	const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 	char text[NAME_MAX_LEN + 1];
@@ -412,14 +421,14 @@ int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
 		snprintf(why, whylen, "%s", strerror(errno));
 		goto out_close;
 	}
-	rc = name_parse(text, (size_t)len, id, token, ns, why, whylen);
+	rc = name_parse(text, (size_t)len, nm, why, whylen);
 out_close:
 	rlb_libc()->close(fd);
 	return rc;
 }
 
-int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
-		       bool replace)
+int rlb_dir_name_write(int dirfd, const char *fname,
+		       const struct health_name *nm, bool replace)
 {
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	char tmp[NAME_MAX + 64], text[NAME_MAX_LEN + 1];
@@ -428,14 +437,24 @@ int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%ld-%08x", fname,
 		 (long)rlb_libc()->getpid(), rlb_random_u32());
-	/* Without /proc, the line of version 1: no namespace to name. */
-	if (tag)
-		len = snprintf(text, sizeof(text), NAME_FORMAT, id,
-			       (unsigned long long)token,
+	/* Without /proc, the line of version 1: no namespace to name (and
+	 * no memfd, which is reached through /proc). */
+	if (nm->kind == STORE_MEMFD)
+		len = snprintf(
+			text, sizeof(text), NAME_FORMAT_MEMFD, (int)nm->pid,
+			nm->fd, (unsigned long long)nm->ino,
+			(unsigned long long)nm->token, (unsigned long long)tag);
+	else if (tag)
+		len = snprintf(text, sizeof(text), NAME_FORMAT, nm->id,
+			       (unsigned long long)nm->token,
 			       (unsigned long long)tag);
 	else
-		len = snprintf(text, sizeof(text), NAME_FORMAT_V1, id,
-			       (unsigned long long)token);
+		len = snprintf(text, sizeof(text), NAME_FORMAT_V1, nm->id,
+			       (unsigned long long)nm->token);
+	if (nm->kind == STORE_MEMFD && !tag) {
+		errno = ENOENT;
+		return -1;
+	}
 	fd = rlb_libc()->openat(dirfd, tmp, flags, 0600);
 	if (fd < 0)
 		return -1;
@@ -614,21 +633,23 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		qsort(keep, nkeep, sizeof(*keep), cmp_str);
 	while ((de = rlb_libc()->readdir(d))) {
 		const char *name = de->d_name;
+		struct health_name nm;
 		struct stat nst;
-		uint64_t token;
 		char base[NAME_MAX + 1];
 		const char *basep = base;
-		uint64_t ns;
 		bool name_file, v2;
 		size_t base_len;
-		int id, rc;
+		int rc;
 
 		if (!is_state_entry(name, &name_file, &base_len))
 			continue;
 		/* An IPC namespace's own file is its cluster's too. */
 		snprintf(base, sizeof(base), "%.*s", (int)base_len, name);
-		rc = rlb_dir_name_read(dirfd, name, &id, &token, &ns, &v2, &nst,
-				       why, sizeof(why));
+		rc = rlb_dir_name_read(dirfd, name, &nm, &v2, &nst, why,
+				       sizeof(why));
+		/* A memfd is no system resource: it goes with its holders. */
+		if (rc == 0 && nm.kind != STORE_SHM)
+			rc = 1;
 		if (name_file && !all && keep &&
 		    bsearch(&basep, keep, nkeep, sizeof(*keep), cmp_str)) {
 			if (rc == 0 && nnamed == cap) {
@@ -641,11 +662,11 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 				}
 			}
 			if (rc == 0 && nnamed < cap)
-				named[nnamed++] = id;
+				named[nnamed++] = nm.id;
 			continue;
 		}
 		if (rc == 0 && name_file)
-			removed += remove_segment(id, name, out);
+			removed += remove_segment(nm.id, name, out);
 		if (rlb_libc()->unlinkat(dirfd, name, 0) == 0) {
 			removed++;
 			if (out)

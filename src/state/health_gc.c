@@ -158,15 +158,16 @@ int rlb_gc_named(int dirfd, int **ids, size_t *nids)
 		return -1;
 	}
 	while ((de = rlb_libc()->readdir(d))) {
+		struct health_name nm;
 		char why[160];
 		struct stat st;
-		uint64_t token, ns;
 		bool v2;
-		int id;
 
+		/* A memfd's line names no segment. */
 		if (!rlb_dir_is_name_file(de->d_name) ||
-		    rlb_dir_name_read(dirfd, de->d_name, &id, &token, &ns, &v2,
-				      &st, why, sizeof(why)) != 0)
+		    rlb_dir_name_read(dirfd, de->d_name, &nm, &v2, &st, why,
+				      sizeof(why)) != 0 ||
+		    nm.kind != STORE_SHM)
 			continue;
 		if (n == cap) {
 			int *more = realloc(v, (cap * 2 + 16) * sizeof(*more));
@@ -176,7 +177,7 @@ int rlb_gc_named(int dirfd, int **ids, size_t *nids)
 			v = more;
 			cap = cap * 2 + 16;
 		}
-		v[n++] = id;
+		v[n++] = nm.id;
 	}
 	rlb_libc()->closedir(d);
 	if (n)

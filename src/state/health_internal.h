@@ -42,11 +42,16 @@
 /*
  * The name file (design.md §12.1): "replicalb-state 2 shm ID TOKEN NS\n",
  * NS the IPC namespace of the segment (rlb_dir_ipc_tag()); the line of
- * version 1, without NS, is read as before.
+ * version 1, without NS, is read as before. A memfd (design.md §12.12)
+ * is named by "replicalb-state 3 memfd PID FD INO TOKEN NS\n": a process
+ * that holds it, its descriptor there, and the memfd's inode.
  */
-#define NAME_FORMAT    "replicalb-state 2 shm %d %016llx %016llx\n"
-#define NAME_FORMAT_V1 "replicalb-state 1 shm %d %016llx\n"
-#define NAME_MAX_LEN   96
+#define NAME_FORMAT	  "replicalb-state 2 shm %d %016llx %016llx\n"
+#define NAME_FORMAT_V1	  "replicalb-state 1 shm %d %016llx\n"
+#define NAME_FORMAT_MEMFD "replicalb-state 3 memfd %d %d %llu %016llx %016llx\n"
+#define NAME_MAX_LEN	  128
+/* Memfds one process holds at most: each is a descriptor of the program. */
+#define HEALTH_MAX_MEMFDS 64
 /* Size of a version-2 state file (a mapped file), replaced at upgrade. */
 #define V2_FILE_SIZE (64 + 8192 * 32)
 
@@ -101,9 +106,23 @@ _Static_assert(sizeof(struct health_slot) == 32, "slot is 32 bytes");
 
 /* What holds a store's counters. */
 enum store_kind {
-	STORE_SHM,  /* a SysV segment named by the name file */
-	STORE_ANON, /* private: anonymous shared memory (shared with forks) */
-	STORE_HEAP, /* private or zeroes: calloc, when mmap failed */
+	STORE_SHM,   /* a SysV segment named by the name file */
+	STORE_MEMFD, /* a sealed memfd named by the name file through a
+		      * process that holds it (design.md §12.12) */
+	STORE_ANON,  /* private: anonymous shared memory (shared with forks) */
+	STORE_HEAP,  /* private or zeroes: calloc, when mmap failed */
+};
+
+/* What a name file names (design.md §12.1). */
+struct health_name {
+	enum store_kind kind; /* STORE_SHM or STORE_MEMFD */
+	int id;		      /* STORE_SHM: the segment */
+	pid_t pid;	      /* STORE_MEMFD: a process that holds it, */
+	int fd;		      /* its descriptor in that process, */
+	uint64_t ino;	      /* and the memfd's inode */
+	uint64_t token;	      /* as in the header */
+	uint64_t ns;	      /* IPC namespace (rlb_dir_ipc_tag()), 0 for a
+			       * line of version 1 */
 };
 
 /*
@@ -119,7 +138,9 @@ struct store {
 	enum store_kind kind;
 	bool readonly;		 /* attached SHM_RDONLY, or zeroes */
 	int shmid;		 /* STORE_SHM: the segment */
-	uint64_t token;		 /* STORE_SHM: its token */
+	int fd;			 /* STORE_MEMFD: the memfd, held */
+	uint64_t dev, ino;	 /* STORE_MEMFD: its inode */
+	uint64_t token;		 /* STORE_SHM, STORE_MEMFD: its token */
 	char *dir;		 /* state directory, or NULL */
 	char *fname;		 /* name file in dir: NAME.state, or this
 				  * IPC namespace's NAME.state.ipc-TAG */
@@ -168,8 +189,16 @@ struct rlb_health {
 	_Atomic int64_t checked_ms;	 /* coarse tick of the last check */
 	_Atomic int64_t follow_ms;	 /* next read of the name file */
 	_Atomic int64_t reclaim_ms;	 /* no reclaim before this */
+	_Atomic int64_t shm_retry_ms;	 /* in a memfd: no segment tried
+					  * again before this */
 	_Atomic pid_t busy;		 /* process in a slow path, 0 if none */
 };
+
+/* Whether s is shared through the name file (a segment or a memfd). */
+static inline bool rlb_store_named(const struct store *s)
+{
+	return s->kind == STORE_SHM || s->kind == STORE_MEMFD;
+}
 
 /* Where a segment belongs: its cluster and state directory. */
 struct health_home {
@@ -248,6 +277,15 @@ uint64_t rlb_table_cap(const struct rlb_cluster *c);
 /* ------------------------------------------------------------------ */
 /* health_segment.c */
 
+/* A store of nreplicas slots' indexes, none attached yet; NULL: ENOMEM. */
+struct store *rlb_segment_store(size_t nreplicas);
+/*
+ * A random token, never 0: it tells a segment named by a name file from
+ * a segment that got the same id later, and a name file's from a forged
+ * one.
+ */
+uint64_t rlb_segment_token(void);
+
 /* Detach (or unmap, or free) s and free it; s may be NULL. */
 void rlb_segment_free(struct store *s);
 /* Remove the segment of s from the system, then detach and free s. */
@@ -282,6 +320,17 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
  */
 struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly);
 /*
+ * Rename the name file fname of dirfd from s to n, if it still names s:
+ * whether it now names n.
+ */
+bool rlb_segment_rename(int dirfd, const char *fname, const struct store *s,
+			const struct store *n);
+/* What a name file naming s says: its segment, or this process and s's
+ * memfd. */
+void rlb_segment_name(const struct store *s, struct health_name *nm);
+/* Whether nm names s's memory (through any holder, for a memfd). */
+bool rlb_segment_named(const struct store *s, const struct health_name *nm);
+/*
  * Follow the successors of first (a segment that a larger one replaced),
  * at most HEALTH_MAX_HOPS: the last one that can be attached, or first
  * itself. Read-write, each hop moves the counts of the segment it leaves
@@ -299,6 +348,47 @@ struct store *rlb_segment_follow(const struct rlb_cluster *c,
 struct store *rlb_segment_settle(const struct rlb_cluster *c, struct store *s,
 				 int dirfd, const char *dir, const char *fname,
 				 bool prune);
+
+/* ------------------------------------------------------------------ */
+/* health_memfd.c */
+
+/*
+ * A new sealed memfd of nslots slots for c (design.md §12.12), mapped
+ * MAP_SHARED, header written: what stands in for a segment that the
+ * kernel's limits refused. Sealed F_SEAL_SHRINK | F_SEAL_GROW |
+ * F_SEAL_SEAL, so that nobody can truncate it under a mapping. NULL with
+ * the reason in why.
+ */
+struct store *rlb_memfd_create(const struct rlb_cluster *c, uint32_t nslots,
+			       const struct health_home *home, char *why,
+			       size_t whylen);
+/*
+ * The memfd nm names, opened through its holder's /proc/PID/fd/FD and
+ * mapped for c after the checks (a regular file of ours with nm's inode,
+ * sealed against shrinking and growing, then the header, as for a
+ * segment). Read-only, the descriptor is not kept. NULL with the reason
+ * in why; *gone when the holder is gone or cannot be reached (the
+ * process exited, its number or descriptor reused), which is no fault
+ * of the name file.
+ */
+struct store *rlb_memfd_attach(const struct rlb_cluster *c,
+			       const struct health_name *nm, bool readonly,
+			       bool *gone, char *why, size_t whylen);
+/*
+ * Whether this process holds HEALTH_MAX_MEMFDS memfds already: each is a
+ * descriptor of the program's, and one that uses select() needs them
+ * below FD_SETSIZE.
+ */
+bool rlb_memfd_full(void);
+/* Whether the holder nm names still holds nm's memfd. */
+bool rlb_memfd_holder_alive(const struct health_name *nm);
+/*
+ * Whether s's descriptor still is its memfd: the program may have closed
+ * it, or put another file in its place.
+ */
+bool rlb_memfd_intact(const struct store *s);
+/* Close s's descriptor, when it still is s's memfd. */
+void rlb_memfd_close(struct store *s);
 
 /* ------------------------------------------------------------------ */
 /* health_dir.c */
@@ -354,15 +444,14 @@ int rlb_dir_resolve(const struct health_dirs *d, char *dir, size_t len,
  */
 void rlb_dir_file_name(const char *name, char *out, size_t outlen);
 /*
- * Read the name file fname in dirfd: 0 with the segment it names and the
- * IPC namespace that holds it (*ns, 0 when a line of version 1 does not
+ * Read the name file fname in dirfd: 0 with what it names in *nm (nm->ns
+ * the IPC namespace that holds it, 0 when a line of version 1 does not
  * say), 1 when there is none, -1 when it is not a valid name file (why;
  * *v2 when it is a state file of version 2). Read with pread, never
  * mapped.
  */
-int rlb_dir_name_read(int dirfd, const char *fname, int *id, uint64_t *token,
-		      uint64_t *ns, bool *v2, struct stat *st, char *why,
-		      size_t whylen);
+int rlb_dir_name_read(int dirfd, const char *fname, struct health_name *nm,
+		      bool *v2, struct stat *st, char *why, size_t whylen);
 /*
  * This process' IPC namespace as a name file names it: a hash of the
  * boot (boot_id: hosts sharing a directory over NFS differ) and of the
@@ -376,14 +465,14 @@ uint64_t rlb_dir_ipc_tag(void);
 void rlb_dir_ns_file_name(const char *fname, uint64_t tag, char *out,
 			  size_t outlen);
 /*
- * Write a name file naming (id, token) in this IPC namespace (its tag
- * in the line) as a new temporary file, then
+ * Write a name file naming nm (its ns ignored: this IPC namespace's tag
+ * goes in the line) as a new temporary file, then
  * link it to fname (replace false: fails with EEXIST when a name exists,
  * so that the first of processes starting together wins) or rename it
  * over fname. 0, or -1 with errno.
  */
-int rlb_dir_name_write(int dirfd, const char *fname, int id, uint64_t token,
-		       bool replace);
+int rlb_dir_name_write(int dirfd, const char *fname,
+		       const struct health_name *nm, bool replace);
 /*
  * Set aside the name file fname of dir (dirfd), found not valid (why):
  * renamed NAME.state.corrupt-TIME-PID, or removed when it is a state file

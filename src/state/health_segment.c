@@ -13,7 +13,7 @@
 
 #include "state/health_internal.h"
 
-static struct store *store_new(size_t nreplicas)
+struct store *rlb_segment_store(size_t nreplicas)
 {
 	struct store *s;
 
@@ -21,6 +21,7 @@ static struct store *store_new(size_t nreplicas)
 	if (!s)
 		return NULL;
 	s->shmid = -1;
+	s->fd = -1;
 	s->nreplicas = nreplicas;
 	for (size_t i = 0; i < nreplicas; i++)
 		atomic_init(&s->slot[i], HEALTH_NO_SLOT);
@@ -34,11 +35,13 @@ void rlb_segment_free(struct store *s)
 	if (s->map) {
 		if (s->kind == STORE_SHM)
 			rlb_libc()->shmdt(s->map);
-		else if (s->kind == STORE_ANON)
+		else if (s->kind == STORE_ANON || s->kind == STORE_MEMFD)
 			rlb_libc()->munmap(s->map, s->size);
 		else
 			free(s->map);
 	}
+	if (s->kind == STORE_MEMFD)
+		rlb_memfd_close(s);
 	free(s->dir);
 	free(s->fname);
 	free(s->label);
@@ -58,15 +61,29 @@ static uint64_t successor_code(int id, uint64_t token)
 	return ((uint64_t)(uint32_t)(id + 1) << 32) | (token & 0xffffffffu);
 }
 
-/*
- * A random token: it tells a segment named by a name file from a segment
- * that got the same id later, and a name file's from a forged one.
- */
-static uint64_t new_token(void)
+uint64_t rlb_segment_token(void)
 {
 	uint64_t t = ((uint64_t)rlb_random_u32() << 32) | rlb_random_u32();
 
 	return t ? t : 1;
+}
+
+void rlb_segment_name(const struct store *s, struct health_name *nm)
+{
+	*nm = (struct health_name){
+		.kind = s->kind, .id = s->shmid, .fd = -1, .token = s->token};
+	if (s->kind == STORE_MEMFD) {
+		nm->pid = rlb_libc()->getpid();
+		nm->fd = s->fd;
+		nm->ino = s->ino;
+	}
+}
+
+bool rlb_segment_named(const struct store *s, const struct health_name *nm)
+{
+	if (nm->kind != s->kind || nm->token != s->token)
+		return false;
+	return s->kind == STORE_MEMFD ? nm->ino == s->ino : nm->id == s->shmid;
 }
 
 const char *rlb_segment_problem(const struct shmid_ds *ds, char *why,
@@ -131,7 +148,7 @@ struct store *rlb_segment_attach(const struct rlb_cluster *c, int id,
 				      ds.shm_segsz, token, c->name_hash, why,
 				      whylen) != 0)
 		goto out_detach;
-	s = store_new(c->nreplicas);
+	s = rlb_segment_store(c->nreplicas);
 	if (!s) {
 		snprintf(why, whylen, "%s", strerror(ENOMEM));
 		goto out_detach;
@@ -154,7 +171,7 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
 				 const struct health_home *home, bool *limit,
 				 char *why, size_t whylen)
 {
-	struct store *s = store_new(c->nreplicas);
+	struct store *s = rlb_segment_store(c->nreplicas);
 	size_t size;
 	void *map;
 	int id;
@@ -191,14 +208,14 @@ struct store *rlb_segment_create(const struct rlb_cluster *c, uint32_t nslots,
 	s->nslots = nslots;
 	s->kind = STORE_SHM;
 	s->shmid = id;
-	s->token = new_token();
+	s->token = rlb_segment_token();
 	rlb_table_header_init(s->map, nslots, s->token, home);
 	return s;
 }
 
 struct store *rlb_segment_private(const struct rlb_cluster *c, bool readonly)
 {
-	struct store *s = store_new(c->nreplicas);
+	struct store *s = rlb_segment_store(c->nreplicas);
 
 	if (!s)
 		return NULL;
@@ -235,8 +252,7 @@ struct store *rlb_segment_follow(const struct rlb_cluster *c,
 	struct store *s = first;
 	char why[160];
 
-	for (int hop = 0; hop < HEALTH_MAX_HOPS && s->kind == STORE_SHM;
-	     hop++) {
+	for (int hop = 0; hop < HEALTH_MAX_HOPS && rlb_store_named(s); hop++) {
 		uint64_t code = atomic_load(&s->map->hdr.successor);
 		struct store *n;
 
@@ -268,14 +284,34 @@ static size_t missing_replicas(const struct rlb_cluster *c,
 	return n;
 }
 
+bool rlb_segment_rename(int dirfd, const char *fname, const struct store *s,
+			const struct store *n)
+{
+	struct health_name nm;
+	struct stat st;
+	char why[200];
+	bool v2;
+
+	if (dirfd < 0 ||
+	    rlb_dir_name_read(dirfd, fname, &nm, &v2, &st, why, sizeof(why)) !=
+		    0 ||
+	    !rlb_segment_named(s, &nm))
+		return false;
+	rlb_segment_name(n, &nm);
+	return rlb_dir_name_write(dirfd, fname, &nm, true) == 0;
+}
+
 /*
- * A larger (or tombstone-free) successor of segment s, with c's replicas
- * claimed (design.md §12.3): a new segment takes every live count of s,
- * its T and its counter, and is published with a compare-and-swap of s's
+ * A larger (or tombstone-free) successor of s, with c's replicas claimed
+ * (design.md §12.3): a new segment takes every live count of s, its T
+ * and its counter, and is published with a compare-and-swap of s's
  * successor field; the winner renames the name file to it and removes s
  * from the system (it lives on while attached). A process that loses the
  * race moves what it took into the winner's segment and removes its own.
- * NULL when nothing better can be had (s stays in use).
+ * When the kernel's limits refuse a segment, the successor is a memfd
+ * (design.md §12.12), which the successor field cannot name: the name
+ * file is renamed to it, and the others follow that within a second
+ * (§12.9). NULL when nothing better can be had (s stays in use).
  */
 static struct store *grow(const struct rlb_cluster *c, struct store *s,
 			  int dirfd, const char *dir, const char *fname)
@@ -283,17 +319,19 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	size_t need =
 		rlb_table_live(s->map, s->nslots) + missing_replicas(c, s);
 	uint32_t nslots = rlb_table_slots(need);
-	uint64_t code, expected = 0;
+	uint64_t expected = 0;
 	struct store *n, *m;
-	char why[200];
+	char why[200], why2[200];
 	bool limit;
 
 	struct health_home home = {c->name_hash, s->map->hdr.dir_dev,
 				   s->map->hdr.dir_ino, dir, rlb_dir_ns("mnt")};
 
-	if (s->kind != STORE_SHM || s->readonly)
+	if (!rlb_store_named(s) || s->readonly)
 		return NULL;
 	n = rlb_segment_create(c, nslots, &home, &limit, why, sizeof(why));
+	if (!n && limit && !rlb_memfd_full())
+		n = rlb_memfd_create(c, nslots, &home, why2, sizeof(why2));
 	if (!n) {
 		rlb_dir_log_once(
 			RLB_LOG_WARNING,
@@ -309,27 +347,22 @@ static struct store *grow(const struct rlb_cluster *c, struct store *s,
 	for (size_t i = 0; i < c->nreplicas; i++)
 		rlb_table_claim(n->map, n->nslots, c->replicas[i].identity);
 	rlb_table_move(s->map, s->nslots, n->map, n->nslots, rlb_table_cap(c));
-	code = successor_code(n->shmid, n->token);
-	if (atomic_compare_exchange_strong(&s->map->hdr.successor, &expected,
-					   code)) {
-		uint64_t token, ns;
-		struct stat st;
-		bool v2;
-		int id;
-
-		if (dirfd >= 0 &&
-		    rlb_dir_name_read(dirfd, fname, &id, &token, &ns, &v2, &st,
-				      why, sizeof(why)) == 0 &&
-		    id == s->shmid && token == s->token &&
-		    rlb_dir_name_write(dirfd, fname, n->shmid, n->token,
-				       true) == 0)
+	/* A memfd cannot be named in the successor field: the others follow
+	 * the name file to it within a second (design.md §12.9). */
+	if (n->kind == STORE_MEMFD ||
+	    atomic_compare_exchange_strong(
+		    &s->map->hdr.successor, &expected,
+		    successor_code(n->shmid, n->token))) {
+		if (rlb_segment_rename(dirfd, fname, s, n) &&
+		    s->kind == STORE_SHM)
 			rlb_libc()->shmctl(s->shmid, IPC_RMID, NULL);
 		/* Counts added to s while n was being filled. */
 		rlb_table_move(s->map, s->nslots, n->map, n->nslots,
 			       rlb_table_cap(c));
 		rlb_log(RLB_LOG_INFO,
-			"state of cluster %s moved to a segment of %u slots",
-			c->name, nslots);
+			"state of cluster %s moved to a %s of %u slots",
+			c->name, n->kind == STORE_MEMFD ? "memfd" : "segment",
+			n->nslots);
 		return n;
 	}
 	m = rlb_segment_follow(c, s);

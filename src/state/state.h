@@ -11,13 +11,14 @@
 
 /*
  * Shared health of one cluster: a SysV shared memory segment named by the
- * state file STATE_DIR/NAME.state (or a private anonymous mapping as
- * fallback) holding the decay time T, the round-robin counter and one
- * error counter per replica, keyed by replica identity. It is attached at
- * the cluster's first use: the first operation below (or path) attaches
- * it. All updates are lock-free atomics. The functions that start an
- * operation (decay, adds, reset, the peeks) follow a segment that was
- * replaced, at once for a successor and once a second for the state file
+ * state file STATE_DIR/NAME.state (a sealed memfd that the processes
+ * using it hold, when the kernel's segment limits refuse one; a private
+ * anonymous mapping as the last fallback) holding the decay time T, the
+ * round-robin counter and one error counter per replica, keyed by replica
+ * identity. It is attached at the cluster's first use: the first operation
+ * below (or path) attaches it. All updates are lock-free atomics. The functions
+ * that start an operation (decay, adds, reset, the peeks) follow a segment that
+ * was replaced, at once for a successor and once a second for the state file
  * (design.md §12.9).
  */
 

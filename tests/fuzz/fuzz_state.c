@@ -11,8 +11,11 @@
  *   u8  cluster whose state is written
  *   u8  kind: none; a segment of mode 0600 or 0666 named by a valid state
  *       file (with the token of a segment the library made); a symlink to
- *       such a state file; a directory or a FIFO in its place; or a state
- *       file whose text is the image's first 80 bytes (no segment)
+ *       such a state file; a directory or a FIFO in its place; a state
+ *       file whose text is the image's first 80 bytes (no segment); a
+ *       memfd of this process holding the image, sealed against
+ *       truncation or not, named by a line of version 3 (design.md
+ *       §12.12); or such a line whose holder is gone
  *   u8  base: raw bytes (u16 length, then the bytes), zeros, or zeros
  *       under the valid header of a segment the library made
  *   u8  size: as the base, cut to u24 % size, or grown by u8 + 1 bytes
@@ -45,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,9 +76,11 @@ static char cfg_state_dir[PATH_MAX];
 static uint8_t template_header[HEADER_SIZE];
 static size_t file_size;		  /* of a valid segment */
 static unsigned long long template_token; /* its token */
-static int forged = -1;	 /* the segment this input made, or -1 */
-static size_t slot_size; /* bytes per slot */
-static uint32_t nslots;	 /* slots per file */
+static unsigned long long template_ns;	  /* its IPC namespace tag */
+static int forged = -1;	      /* the segment this input made, or -1 */
+static int forged_memfd = -1; /* the memfd this input made, or -1 */
+static size_t slot_size;      /* bytes per slot */
+static uint32_t nslots;	      /* slots per file */
 
 static void make_configs(void)
 {
@@ -168,8 +174,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	state_path(path, sizeof(path), state_dir, 0);
 	fd = open(path, O_RDONLY);
 	if (!snap || fd < 0 || read(fd, text, sizeof(text) - 1) <= 0 ||
-	    sscanf(text, "replicalb-state %*d shm %d %llx", &id,
-		   &template_token) != 2 ||
+	    sscanf(text, "replicalb-state %*d shm %d %llx %llx", &id,
+		   &template_token, &template_ns) < 2 ||
 	    shmctl(id, IPC_STAT, &ds) != 0 ||
 	    (map = shmat(id, NULL, SHM_RDONLY)) == (void *)-1) {
 		perror("fuzz_state: the library's segment");
@@ -332,13 +338,48 @@ static void write_segment(const struct image *img, const char *path,
 		   "write the state file");
 }
 
+/*
+ * The image as a memfd of this process (sealed against truncation, or
+ * not), named by a line of version 3 at path; or, gone, a line naming a
+ * descriptor that this process does not have.
+ */
+static void write_memfd(const struct image *img, const char *path, bool sealed,
+			bool gone)
+{
+	const unsigned seals =
+		F_SEAL_GROW | F_SEAL_SEAL | (sealed ? F_SEAL_SHRINK : 0);
+	unsigned long long ino = 1;
+	struct stat st;
+	char text[160];
+	int fd = 1023;
+
+	if (!gone) {
+		forged_memfd =
+			memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		fuzz_check(forged_memfd >= 0 &&
+				   write(forged_memfd, img->bytes, img->size) ==
+					   (ssize_t)img->size &&
+				   fcntl(forged_memfd, F_ADD_SEALS, seals) ==
+					   0 &&
+				   fstat(forged_memfd, &st) == 0,
+			   "a memfd of the image");
+		fd = forged_memfd;
+		ino = (unsigned long long)st.st_ino;
+	}
+	snprintf(text, sizeof(text),
+		 "replicalb-state 3 memfd %d %d %llu %016llx %016llx\n",
+		 (int)getpid(), fd, ino, template_token, template_ns);
+	fuzz_check(fuzz_write_file(path, text, strlen(text)) == 0,
+		   "write a state file naming a memfd");
+}
+
 /* Put the image at cluster k's state file path, as `kind` says. */
 static void write_state(const struct image *img, size_t k, uint8_t kind)
 {
 	char path[PATH_MAX], other[PATH_MAX];
 
 	state_path(path, sizeof(path), state_dir, k);
-	switch (kind % 7) {
+	switch (kind % 10) {
 	case 0:
 		return; /* no file: the library creates it */
 	case 1:
@@ -357,11 +398,14 @@ static void write_state(const struct image *img, size_t k, uint8_t kind)
 	case 5:
 		fuzz_check(mkfifo(path, 0600) == 0, "mkfifo");
 		return;
-	default:
+	case 6:
 		fuzz_check(fuzz_write_file(path, img->bytes,
 					   img->size < 80 ? img->size : 80) ==
 				   0,
 			   "write a state file of raw text");
+		return;
+	default:
+		write_memfd(img, path, kind % 10 == 7, kind % 10 == 9);
 		return;
 	}
 }
@@ -458,8 +502,9 @@ static void poke(size_t k, struct fuzz_input *in)
 	uint8_t buf[16];
 	size_t off = fuzz_u32(in) % file_size, n = fuzz_u8(in) % 17;
 	struct shmid_ds ds;
+	struct stat st;
 	void *map;
-	int fd, id;
+	int fd, id, pid;
 
 	fuzz_bytes(in, buf, n);
 	state_path(path, sizeof(path), state_dir, k);
@@ -472,6 +517,18 @@ static void poke(size_t k, struct fuzz_input *in)
 	    (map = shmat(id, NULL, 0)) != (void *)-1) {
 		memcpy((char *)map + off, buf, n);
 		shmdt(map);
+	} else if (sscanf(text, "replicalb-state 3 memfd %d %d", &pid, &id) ==
+		   2) {
+		/* A memfd: written through its holder, within its size. */
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, id);
+		close(fd);
+		fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    off + n <= (size_t)st.st_size)
+			fuzz_check(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n,
+				   "poke a memfd");
+		if (fd < 0)
+			return;
 	}
 	close(fd);
 }
@@ -713,6 +770,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (forged >= 0)
 		shmctl(forged, IPC_RMID, NULL);
 	forged = -1;
+	if (forged_memfd >= 0)
+		close(forged_memfd);
+	forged_memfd = -1;
 	fuzz_remove_own_segments();
 	fuzz_empty_dir(state_dir);
 	fuzz_empty_dir(aside_dir);

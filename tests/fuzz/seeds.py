@@ -113,7 +113,8 @@ def p_header(t, rr):
     return u8(3) + u64(t) + u64(rr)
 
 
-# Kinds: 0 none, 1 regular, 2 group-writable, 3 symlink, 4 dir, 5 fifo.
+# Kinds: 0 none, 1 regular, 2 group-writable, 3 symlink, 4 dir, 5 fifo,
+# 6 raw text, 7 a sealed memfd, 8 an unsealed one, 9 a holder gone.
 # Bases: 0 raw (u16 length, bytes), 1 zeros, 2 valid header.
 # Sizes: 0 exact, 1 cut to u24 % size, 2 grown by u8 + 1.
 def state(cluster, kind, base, size, patches=(), flags=0, ops=b"",
@@ -183,6 +184,15 @@ write("state", "duplicate_keys_huge_counts",
              p_header((1 << 63) - 1, (1 << 64) - 1)],
             ops=op(SELECT, 3, 0, u8(5) + u8(3)) +
             op(QUERY, 3, 0, u8(5) + u8(4)) + op(PEEK, 3, 0)))
+# Memfds named by lines of version 3 (design.md §12.12): 7 sealed, 8 not
+# sealed against shrinking, 9 a holder that is gone.
+write("state", "memfd_sealed",
+      state(0, 7, 2, 0, lib_slots,
+            ops=everyday + op(POKE, 0, 0, args=u32(128 + 8) + u8(8) +
+                              u64(2)) + op(SELECT, 0, 0)))
+write("state", "memfd_unsealed", state(0, 8, 2, 0, ops=op(SELECT, 0, 0)))
+write("state", "memfd_holder_gone",
+      state(0, 9, 2, 0, ops=op(SELECT, 0, 0) + op(ERRORS, 0, 1, args=u8(0))))
 write("state", "symlink", state(0, 3, 2, 0, ops=op(SELECT, 0, 0)))
 write("state", "fifo", state(1, 5, 1, 0, ops=op(SELECT, 1, 0)))
 write("state", "other_process",

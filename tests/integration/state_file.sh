@@ -9,7 +9,9 @@
 # file, ipcrm of the segment, a segment of mode 0666 named in its place);
 # `replicalbctl remove-state` removes what is no longer used. Programs in
 # two IPC namespaces that share the directory keep a state each, with one
-# warning and nothing set aside. A default state directory that another
+# warning and nothing set aside. When another user fills kernel.shmmni,
+# programs share their counts through a sealed memfd, and replicalbctl
+# status and record-error work on it. A default state directory that another
 # user created first is replaced by $HOME/.cache/replicalb, with one
 # warning for three programs.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -370,6 +372,101 @@ if [ "$(id -u)" = 0 ] && unshare -i true 2>/dev/null; then
 	check_match "it says why" "another IPC namespace" "$(cat "$T/ns2.err")"
 else
 	echo "    (IPC namespaces: needs root; not run)"
+fi
+
+# ---------------------------------------------------------------------
+# Another user fills kernel.shmmni (issue 20, defect 4; design.md §12.12),
+# in an IPC namespace of its own with shmmni = 16: uid 65534 takes every
+# id, and root gets none either. Two python3 programs that count refused
+# connects share their counts through a sealed memfd (the second started
+# while the first holds it), `replicalbctl status` shows the sum and
+# `record-error` adds to it. Before: both programs private, status 0,
+# record-error refused.
+
+fill_ns=$T/fill.ipcns
+if [ "$(id -u)" = 0 ] && touch "$fill_ns" &&
+	unshare --ipc="$fill_ns" true 2>/dev/null; then
+	in_ns() { nsenter --ipc="$fill_ns" "$@"; }
+	in_ns sh -c 'echo 16 >/proc/sys/kernel/shmmni'
+	shmget_all='
+import ctypes, os, sys
+if sys.argv[1] != "0":
+    os.setgid(int(sys.argv[1]))
+    os.setuid(int(sys.argv[1]))
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while n < 100 and libc.shmget(0, 1, 0o1600) >= 0:  # IPC_PRIVATE, 0600
+    n += 1
+print(n, os.strerror(ctypes.get_errno()))
+'
+	check_eq "uid 65534 takes all 16 ids" "16 No space left on device" \
+		"$(in_ns $PY -c "$shmget_all" 65534)"
+	check_eq "and root gets none" "0 No space left on device" \
+		"$(in_ns $PY -c "$shmget_all" 0)"
+	cat >"$T/fill.conf" <<EOF
+distributed_replica_error_cap = 1000000;
+distributed_replica_error_half_life = 86400;
+clusters = ( { name = "fill.cluster"; port = $DEAD;
+	       replicas = ( "127.0.0.6" ); } );
+EOF
+	cat >"$T/fill.py" <<'EOF'
+import os, socket, sys, time
+port, n, ready, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+refused = 0
+for _ in range(n):
+    try:
+        socket.create_connection(("fill.cluster", port), timeout=2).close()
+    except ConnectionRefusedError:
+        refused += 1
+print(refused, flush=True)
+open(ready, "w").close()
+while stop != "-" and not os.path.exists(stop):
+    time.sleep(0.05)
+EOF
+	saved_config=$REPLICALB_CONFIG saved_dir=$REPLICALB_STATE_DIR
+	saved_ctl=$RLBCTL
+	export REPLICALB_CONFIG=$T/fill.conf REPLICALB_STATE_DIR=$T/fill-state
+	printf '#!/bin/sh\nexec nsenter --ipc="%s" "%s" "$@"\n' \
+		"$fill_ns" "$RLBCTL" >"$T/fill-ctl"
+	chmod +x "$T/fill-ctl"
+	RLBCTL=$T/fill-ctl
+	# nsenter and env exec: $! is the program's own number.
+	nsenter --ipc="$fill_ns" env LD_PRELOAD="$RLB_LIB" $PY "$T/fill.py" \
+		"$DEAD" 10 "$T/fill1.ready" "$T/fill.stop" >"$T/fill1.out" \
+		2>"$T/fill1.err" &
+	fill1=$!
+	for _ in $(seq 100); do
+		[ -e "$T/fill1.ready" ] && break
+		sleep 0.1
+	done
+	in_ns env LD_PRELOAD="$RLB_LIB" $PY "$T/fill.py" "$DEAD" 10 \
+		"$T/fill2.ready" - >"$T/fill2.out" 2>"$T/fill2.err"
+	check_eq "the programs saw 10 refused connects each" "10 10" \
+		"$(cat "$T/fill1.out") $(cat "$T/fill2.out")"
+	check_match "the state file names the first program's memfd" \
+		"^replicalb-state 3 memfd $fill1 [0-9]+ [0-9]+ [0-9a-f]{16} [0-9a-f]{16}\$" \
+		"$(cat "$T/fill-state/fill.cluster.state")"
+	check_eq "status shows both programs' counts" 20 \
+		"$(replica_errors fill.cluster 127.0.0.6)"
+	check_eq "status: the state file is shared" shared \
+		"$(rlbctl status --json | $PY -c 'import json, sys
+print(json.load(sys.stdin)["clusters"][0]["state_file_use"])')"
+	check "record-error works" rlbctl record-error fill.cluster 127.0.0.6 5
+	check_eq "and the programs' state has it" 25 \
+		"$(replica_errors fill.cluster 127.0.0.6)"
+	check_eq "one warning in the first program, for the limit" 1 \
+		"$(grep -c 'replicalb\[' "$T/fill1.err")"
+	check_match "it names shmmni and the memfd" "shmmni.*memfd" \
+		"$(cat "$T/fill1.err")"
+	check_empty "none in the second" "$T/fill2.err"
+	touch "$T/fill.stop"
+	wait "$fill1"
+	check_eq "the first program exits well" 0 $?
+	export REPLICALB_CONFIG=$saved_config REPLICALB_STATE_DIR=$saved_dir
+	RLBCTL=$saved_ctl
+	umount "$fill_ns"
+else
+	echo "    (shmmni filled by another user: needs root and IPC namespaces; not run)"
 fi
 
 # ---------------------------------------------------------------------

@@ -230,6 +230,7 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_munmap	      return fail_int(fail_err)
 #define FAIL_mremap	      return (errno = fail_err, MAP_FAILED)
 #define FAIL_madvise	      return fail_int(fail_err)
+#define FAIL_memfd_create     return fail_int(fail_err)
 #define FAIL_shmget	      return fail_int(fail_err)
 #define FAIL_shmat	      return (errno = fail_err, (void *)-1)
 #define FAIL_shmdt	      return fail_int(fail_err)
@@ -306,6 +307,7 @@ static const int errnos[E_COUNT][MAX_ERRNOS] = {
 	[E_munmap] = {ENOMEM},
 	[E_mremap] = {ENOMEM, EAGAIN},
 	[E_madvise] = {EAGAIN, ENOMEM, EIO},
+	[E_memfd_create] = {EMFILE, ENFILE, ENOMEM},
 	[E_shmget] = {ENOSPC, ENOMEM, EEXIST, ENOENT, EACCES, EINVAL, EPERM},
 	[E_shmat] = {EMFILE, ENOMEM, EACCES, EIDRM, EINVAL},
 	[E_shmdt] = {EINVAL},

@@ -1192,6 +1192,18 @@ static void test_health_bad_name_files_set_aside(void **state)
 		 "not a name file"},
 		{"replicalb-state 2 shm 1 0000000000000001 00ff\n",
 		 "not a name file"},
+		{"replicalb-state 3 memfd 0 3 7 0000000000000001 "
+		 "0000000000000001\n",
+		 "not a name file"},
+		{"replicalb-state 3 memfd 1 3 7 0000000000000001 "
+		 "0000000000000000\n",
+		 "not a name file"},
+		{"replicalb-state 3 memfd 1 -3 7 0000000000000001 "
+		 "0000000000000001\n",
+		 "not a name file"},
+		{"replicalb-state 3 shm 1 0000000000000001 "
+		 "0000000000000001\n",
+		 "not a name file"},
 	};
 	struct fixture *f = *state;
 	char path[512];
@@ -1851,39 +1863,101 @@ static void test_health_start_together_counts_exactly(void **state)
 	}
 }
 
+/* Whether the name file at path names a memfd; its holder and fd. */
+static bool memfd_named(const char *path, pid_t *pid, int *fd)
+{
+	char text[160] = "";
+	int p, d, n, in = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+
+	if (in < 0)
+		return false;
+	n = (int)read(in, text, sizeof(text) - 1);
+	close(in);
+	if (n <= 0 ||
+	    sscanf(text, "replicalb-state 3 memfd %d %d", &p, &d) != 2)
+		return false;
+	if (pid)
+		*pid = p;
+	if (fd)
+		*fd = d;
+	return true;
+}
+
+/*
+ * Into an IPC namespace of its own with kernel.shmmni lowered to n
+ * (it is per namespace); with nobody, every id taken by uid 65534, whose
+ * segments outlive it, as another user can. 0 when shmget now refuses
+ * root too, 77 when the system cannot do this.
+ */
+static int shmmni_lowered(int n, bool nobody)
+{
+	char text[16];
+	int fd, status;
+	pid_t pid;
+
+	if (unshare(CLONE_NEWIPC) != 0)
+		return 77;
+	snprintf(text, sizeof(text), "%d", n);
+	fd = open("/proc/sys/kernel/shmmni", O_WRONLY);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		return 77;
+	close(fd);
+	if (!nobody)
+		return 0;
+	pid = fork();
+	if (pid < 0)
+		return 77;
+	if (pid == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(77);
+		for (int i = 0; i < n; i++)
+			if (shmget(IPC_PRIVATE, 1, IPC_CREAT | 0600) < 0)
+				_exit(1);
+		_exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return 1;
+	if (WEXITSTATUS(status) != 0)
+		return WEXITSTATUS(status);
+	/* Root is not exempt. */
+	return shmget(IPC_PRIVATE, 1, IPC_CREAT | 0600) < 0 && errno == ENOSPC
+		       ? 0
+		       : 1;
+}
+
 /*
  * In an IPC namespace of its own allowing 3 segments: 6 clusters used,
- * 3 shared and 3 private, with one warning for the limit.
+ * 3 in segments and 3 in memfds (design.md §12.12), none private, with
+ * one warning for the limit.
  */
 static int limit_child(const char *dir)
 {
 	struct rlb_config *cfg[6];
 	struct capture cap;
-	int shared = 0, fd, rc = 0;
+	int shared = 0, memfds = 0, rc;
 	char *log;
 
-	if (unshare(CLONE_NEWIPC) != 0)
-		return 77;
-	fd = open("/proc/sys/kernel/shmmni", O_WRONLY);
-	if (fd < 0 || write(fd, "3", 1) != 1)
-		return 77;
-	close(fd);
+	rc = shmmni_lowered(3, false);
+	if (rc != 0)
+		return rc;
 	capture_begin(&cap);
 	for (int i = 0; i < 6; i++) {
-		char name[16];
+		char name[16], path[512];
 
 		snprintf(name, sizeof(name), "c%d", i);
+		snprintf(path, sizeof(path), "%s/%s.state", dir, name);
 		cfg[i] = attach1(dir, name, hosts_ab, 2, false);
 		shared += !is_private(cfg[i]);
+		memfds += memfd_named(path, NULL, NULL);
 		add_errors(&cfg[i]->clusters[0], 0, 1);
 		if (rlb_health_errors(&cfg[i]->clusters[0], 0, 0, false) != 1)
 			rc = 3;
 	}
 	log = capture_end(&cap);
-	if (shared != 3)
+	if (shared != 6 || memfds != 3)
 		rc = 1;
 	else if (count_lines_with(log, "replicalb[") != 1 ||
-		 !strstr(log, "shmmni"))
+		 !strstr(log, "shmmni") || !strstr(log, "memfd"))
 		rc = 2;
 	free(log);
 	for (int i = 0; i < 6; i++)
@@ -1908,6 +1982,375 @@ static void test_health_segment_limit_falls_back_once(void **state)
 	if (WEXITSTATUS(status) == 77)
 		skip();
 	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* The IPC namespace tag of a line of version 2 at path, or 0. */
+static unsigned long long line_ns(const char *path)
+{
+	unsigned long long tok, ns = 0;
+	char text[160] = "";
+	int fd = open(path, O_RDONLY), id;
+
+	if (fd >= 0 && read(fd, text, sizeof(text) - 1) > 0 &&
+	    sscanf(text, "replicalb-state 2 shm %d %llx %llx", &id, &tok,
+		   &ns) != 3)
+		ns = 0;
+	if (fd >= 0)
+		close(fd);
+	return ns;
+}
+
+/* A line naming descriptor fd of process pid (a file of inode ino). */
+static void write_memfd_line(const char *path, pid_t pid, int fd,
+			     unsigned long long ino, uint64_t token,
+			     unsigned long long ns)
+{
+	char text[160];
+
+	snprintf(text, sizeof(text),
+		 "replicalb-state 3 memfd %d %d %llu %016llx %016llx\n",
+		 (int)pid, fd, ino, (unsigned long long)token, ns);
+	write_file(path, text, strlen(text), 0600);
+}
+
+/*
+ * A memfd of size bytes holding a copy of segment id's, sealed with
+ * seals (0: none), as this process' descriptor.
+ */
+static int memfd_copy(int id, size_t size, unsigned seals)
+{
+	int fd = memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *map = shmat(id, NULL, SHM_RDONLY);
+
+	assert_true(fd >= 0 && map != (void *)-1);
+	assert_int_equal(write(fd, map, size), (ssize_t)size);
+	shmdt(map);
+	if (seals)
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
+
+/*
+ * Lines of version 3 (design.md §12.12): a memfd of ours, sealed, with
+ * the header and token is used; one whose holder is gone is replaced
+ * without being set aside; one not sealed against shrinking, or with
+ * another token, is set aside. No root needed: any process may name
+ * its own memfd.
+ */
+static void test_health_memfd_name_files(void **state)
+{
+	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	struct fixture *f = *state;
+	unsigned long long ns;
+	struct rlb_config *cfg;
+	struct stat st;
+	char path[512];
+	uint64_t token;
+	pid_t pid;
+	int id, fd;
+
+	make_valid_state(f, path, sizeof(path));
+	id = named_segment(path, &token);
+	ns = line_ns(path);
+	if (!ns)
+		skip(); /* no /proc: no memfds either */
+
+	/* Ours, sealed: its counts. */
+	fd = memfd_copy(id, (size_t)segment_stat(id).shm_segsz, seals);
+	assert_int_equal(fstat(fd, &st), 0);
+	write_memfd_line(path, getpid(), fd, st.st_ino, token, ns);
+	shmctl(id, IPC_RMID, NULL);
+	cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_false(is_private(cfg));
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 9);
+	assert_int_equal(count_prefix(f->state, "db.state."), 0);
+	cfg_free(cfg);
+	close(fd);
+
+	/* Its holder gone: replaced by a segment, nothing set aside. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	wait_children(&pid, 1);
+	write_memfd_line(path, pid, 3, st.st_ino, token, ns);
+	cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_false(is_private(cfg));
+	assert_true(named_segment(path, NULL) >= 0);
+	assert_int_equal(count_prefix(f->state, "db.state."), 0);
+	cfg_free(cfg);
+
+	/* Not sealed against shrinking, or another token: set aside. */
+	for (int k = 0; k < 2; k++) {
+		make_valid_state(f, path, sizeof(path));
+		id = named_segment(path, &token);
+		fd = memfd_copy(id, (size_t)segment_stat(id).shm_segsz,
+				k ? seals : F_SEAL_GROW | F_SEAL_SEAL);
+		assert_int_equal(fstat(fd, &st), 0);
+		write_memfd_line(path, getpid(), fd, st.st_ino, token + k, ns);
+		shmctl(id, IPC_RMID, NULL);
+		check_set_aside(f, k ? "another token" : "not sealed");
+		close(fd);
+		shmctl(named_segment(path, NULL), IPC_RMID, NULL);
+		nftw(f->state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	}
+}
+
+/* What the victims of a filled shmmni share, and where one failed. */
+struct victims {
+	atomic_int step; /* how far the scenario is */
+	atomic_int done; /* victims through their concurrent adds */
+	atomic_int line; /* first failed check, 0 if none */
+};
+
+#define VICTIM_ADDS 20000
+#define VCHECK(v, cond)                                                        \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			int zero = 0;                                          \
+			atomic_compare_exchange_strong(&(v)->line, &zero,      \
+						       __LINE__);              \
+			return 1;                                              \
+		}                                                              \
+	} while (0)
+
+static void step_wait(struct victims *v, int step)
+{
+	while (atomic_load(&v->step) < step && !atomic_load(&v->line))
+		usleep(1000);
+}
+
+/*
+ * Attach as a victim (counts far beyond the default cap of 1000) into
+ * *cfg: shared, through a memfd that the name file (its path into path)
+ * names, held by this process or (holder false) by another, *pid, as its
+ * descriptor *fd (pid and fd may be NULL).
+ */
+static int victim_attach(const char *dir, struct victims *v, bool holder,
+			 struct rlb_config **cfg, char *path, size_t len,
+			 pid_t *pid, int *fd)
+{
+	pid_t named;
+
+	*cfg = attach1(dir, "db", hosts_ab, 2, false);
+	(*cfg)->clusters[0].s.error_cap = 1000000;
+	snprintf(path, len, "%s/db.state", dir);
+	VCHECK(v, !is_private(*cfg));
+	VCHECK(v, memfd_named(path, &named, fd));
+	VCHECK(v, (named == getpid()) == holder);
+	if (pid)
+		*pid = named;
+	return 0;
+}
+
+static uint64_t errors0(struct rlb_config *cfg)
+{
+	return rlb_health_errors(&cfg->clusters[0], 0, 0, false);
+}
+
+/* Both victims at once: VICTIM_ADDS each, then the sum seen by both. */
+static int victim_adds(struct victims *v, struct rlb_config *cfg)
+{
+	for (int i = 0; i < VICTIM_ADDS; i++)
+		add_errors(&cfg->clusters[0], 0, 1);
+	atomic_fetch_add(&v->done, 1);
+	while (atomic_load(&v->done) < 2 && !atomic_load(&v->line))
+		sched_yield();
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS);
+	return 0;
+}
+
+/* The first victim: makes the state, a memfd it holds, then leaves. */
+static int victim_first(const char *dir, struct victims *v)
+{
+	struct rlb_config *cfg;
+	char path[512];
+
+	if (victim_attach(dir, v, true, &cfg, path, sizeof(path), NULL, NULL) !=
+	    0)
+		return 1;
+	add_errors(&cfg->clusters[0], 0, 5);
+	atomic_store(&v->step, 1);
+	step_wait(v, 2);
+	VCHECK(v, victim_adds(v, cfg) == 0);
+	/* The second tries to cut the memfd under this mapping. */
+	step_wait(v, 3);
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS);
+	cfg_free(cfg);
+	return 0;
+}
+
+/*
+ * The second victim: attaches through the first's /proc/PID/fd, adds
+ * with it, cannot truncate the memfd, and takes over the name when the
+ * first is gone; a forked child shares its mapping.
+ */
+static int victim_second(const char *dir, struct victims *v)
+{
+	struct rlb_config *cfg;
+	char path[512], holder[64];
+	pid_t pid, child;
+	int fd, status;
+
+	step_wait(v, 1);
+	if (victim_attach(dir, v, false, &cfg, path, sizeof(path), &pid, &fd) !=
+	    0)
+		return 1;
+	VCHECK(v, errors0(cfg) == 5);
+	atomic_store(&v->step, 2);
+	VCHECK(v, victim_adds(v, cfg) == 0);
+
+	/* Sealed: no descriptor can shrink or grow it, ours neither. */
+	snprintf(holder, sizeof(holder), "/proc/%d/fd/%d", (int)pid, fd);
+	fd = open(holder, O_RDWR);
+	VCHECK(v, fd >= 0);
+	VCHECK(v, ftruncate(fd, 0) == -1 && errno == EPERM);
+	VCHECK(v, ftruncate(fd, 64) == -1 && errno == EPERM);
+	VCHECK(v, ftruncate(fd, 1 << 20) == -1 && errno == EPERM);
+	close(fd);
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS);
+
+	child = fork();
+	VCHECK(v, child >= 0);
+	if (child == 0) {
+		add_errors(&cfg->clusters[0], 1, 3);
+		_exit(0);
+	}
+	VCHECK(v, waitpid(child, &status, 0) == child && status == 0);
+	VCHECK(v, rlb_health_errors(&cfg->clusters[0], 1, 0, false) == 3);
+	atomic_store(&v->step, 3);
+
+	/* The holder gone: the next look at the name file names us. */
+	step_wait(v, 4);
+	test_clock_advance(1100);
+	add_errors(&cfg->clusters[0], 0, 1);
+	VCHECK(v, memfd_named(path, &pid, NULL) && pid == getpid());
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 1);
+	atomic_store(&v->step, 5);
+	step_wait(v, 6);
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 2);
+
+	/* Ids free again: within a minute, back in a segment. */
+	step_wait(v, 7);
+	test_clock_advance(61000);
+	add_errors(&cfg->clusters[0], 0, 1);
+	VCHECK(v, named_segment(path, NULL) >= 0);
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 3);
+	VCHECK(v, rlb_health_errors(&cfg->clusters[0], 1, 0, false) == 3);
+	cfg_free(cfg);
+	return 0;
+}
+
+/* A third victim, started after the first left: through the second. */
+static int victim_third(const char *dir, struct victims *v)
+{
+	struct rlb_config *cfg;
+	char path[512];
+
+	if (victim_attach(dir, v, false, &cfg, path, sizeof(path), NULL,
+			  NULL) != 0)
+		return 1;
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 1);
+	VCHECK(v, rlb_health_errors(&cfg->clusters[0], 1, 0, false) == 3);
+	add_errors(&cfg->clusters[0], 0, 1);
+	cfg_free(cfg);
+	/* And a look (replicalbctl status) sees it all, read-only. */
+	cfg = cfg_new(dir, "db", hosts_ab, 2);
+	rlb_health_attach_all_readonly(cfg);
+	VCHECK(v, strcmp(rlb_health_path(cfg->clusters[0].health), path) == 0);
+	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 2);
+	cfg_free(cfg);
+	return 0;
+}
+
+/* Remove uid's segments (the attacker's, once it is done). */
+static void remove_segments_of(uid_t uid)
+{
+	struct shm_info info;
+	int max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
+
+	for (int idx = 0; idx <= max; idx++) {
+		struct shmid_ds ds;
+		int id = shmctl(idx, SHM_STAT, &ds);
+
+		if (id >= 0 && ds.shm_perm.uid == uid)
+			shmctl(id, IPC_RMID, NULL);
+	}
+}
+
+static int wait_ok(pid_t pid)
+{
+	int status;
+
+	return waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
+}
+
+/*
+ * Another user fills kernel.shmmni (issue 20, defect 4): in an IPC
+ * namespace of its own with shmmni = 8, uid 65534 takes every id. Two
+ * victims then share one sealed memfd exactly, a third started later
+ * finds it, the survivor names itself when the holder leaves, nobody
+ * dies of a truncation attempt, and nobody's segments are left alone;
+ * once they are gone, the state moves back to a segment.
+ */
+static int exhausted_child(const char *dir, struct victims *v)
+{
+	pid_t first, second, third;
+	int rc = shmmni_lowered(8, true);
+
+	if (rc != 0)
+		return rc;
+	first = fork();
+	if (first == 0)
+		_exit(victim_first(dir, v));
+	second = fork();
+	if (second == 0)
+		_exit(victim_second(dir, v));
+	VCHECK(v, first > 0 && second > 0);
+	VCHECK(v, wait_ok(first));
+	atomic_store(&v->step, 4);
+	step_wait(v, 5);
+	third = fork();
+	if (third == 0)
+		_exit(victim_third(dir, v));
+	VCHECK(v, third > 0 && wait_ok(third));
+	/* The reclaim took none of nobody's segments. */
+	VCHECK(v,
+	       shmget(IPC_PRIVATE, 1, IPC_CREAT | 0600) < 0 && errno == ENOSPC);
+	atomic_store(&v->step, 6);
+	remove_segments_of(65534);
+	atomic_store(&v->step, 7);
+	VCHECK(v, wait_ok(second));
+	return 0;
+}
+
+static void test_health_shmmni_filled_by_another_user(void **state)
+{
+	struct fixture *f = *state;
+	struct victims *v;
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		skip();
+	v = mmap(NULL, sizeof(*v), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(v != MAP_FAILED);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(exhausted_child(f->state, v));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		skip();
+	if (atomic_load(&v->line))
+		print_message("failed at test_health.c:%d\n",
+			      atomic_load(&v->line));
+	assert_int_equal(atomic_load(&v->line), 0);
+	assert_int_equal(WEXITSTATUS(status), 0);
+	munmap(v, sizeof(*v));
 }
 
 /* Attach must refuse the state and still work privately. */
@@ -2442,6 +2885,8 @@ int main(void)
 		T(test_health_reclaims_orphans_of_its_dir),
 		T(test_health_start_together_counts_exactly),
 		T(test_health_segment_limit_falls_back_once),
+		T(test_health_shmmni_filled_by_another_user),
+		T(test_health_memfd_name_files),
 		T(test_health_dir_symlink_not_used),
 		T(test_health_dir_writable_by_others_not_used),
 		T(test_health_dir_of_other_owner_not_used),
