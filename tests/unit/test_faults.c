@@ -1505,6 +1505,20 @@ static void test_faults_cancel_at_every_point(void **state)
 	bool where[E_COUNT] = {0};
 	size_t before = nproblems_all;
 
+#ifdef __SANITIZE_ADDRESS__
+	/*
+	 * ASan reports a stack-buffer-overflow of its own in a thread that
+	 * is cancelled with a cleanup handler pushed (its sigaltstack
+	 * interceptor, called from __asan_handle_no_return during the
+	 * forced unwind: google/sanitizers#1399, open). This test runs in
+	 * the plain build and under valgrind; the ASan run skips it, and
+	 * says so.
+	 */
+	print_message("skipped under ASan: cancellation unwinds past ASan's "
+		      "own interceptor (google/sanitizers#1399)\n");
+	skip();
+#endif
+
 	for (size_t i = 0; i < sizeof(cancel_entries) / sizeof(int); i++)
 		is_cancel_point[cancel_entries[i]] = true;
 	rlb_libc_reset();
