@@ -326,6 +326,9 @@ int rlb_members_ask(const struct rlb_cluster *c,
 		    const struct rlb_dns_client *dns, int64_t deadline_ms,
 		    struct rlb_members_answer *a);
 void rlb_members_answer_free(struct rlb_members_answer *a);
+/* Whether a has a member of (host, port) already. */
+bool rlb_members_has(const struct rlb_members_answer *a, const char *host,
+		     int port);
 
 /*
  * The membership in force of one DNS cluster, kept by its owner across

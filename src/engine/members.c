@@ -32,8 +32,8 @@ void rlb_members_answer_free(struct rlb_members_answer *a)
 	memset(a, 0, sizeof(*a));
 }
 
-static bool has_member(const struct rlb_members_answer *a, const char *host,
-		       int port)
+bool rlb_members_has(const struct rlb_members_answer *a, const char *host,
+		     int port)
 {
 	for (size_t i = 0; i < a->n; i++)
 		if (a->m[i].port == port && strcmp(a->m[i].host, host) == 0)
@@ -45,7 +45,7 @@ static int add_member(struct rlb_members_answer *a, const struct rlb_member *m)
 {
 	struct rlb_member *grown;
 
-	if (a->n >= RLB_MAX_REPLICAS || has_member(a, m->host, m->port))
+	if (a->n >= RLB_MAX_REPLICAS || rlb_members_has(a, m->host, m->port))
 		return 0;
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? 2 * a->cap : 8;

@@ -12,16 +12,6 @@
 
 #include "engine/engine.h"
 
-/* Whether m's (host, port) is among a's members already. */
-static bool seen(const struct rlb_members_answer *a, const struct rlb_member *m)
-{
-	for (size_t i = 0; i < a->n; i++)
-		if (a->m[i].port == m->port &&
-		    strcmp(a->m[i].host, m->host) == 0)
-			return true;
-	return false;
-}
-
 #define SHARED_MAGIC	 "replicalb-members"
 #define SHARED_FUTURE_MS 60000 /* a clock this far behind the writer's */
 
@@ -213,7 +203,7 @@ int rlb_members_decode(const char *buf, size_t len, uint64_t cluster,
 	for (p = eol + 1; p < end; p = eol + 1) {
 		eol = memchr(p, '\n', (size_t)(end - p));
 		if (!eol || a->n >= n || !parse_member(p, eol, &a->m[a->n]) ||
-		    seen(a, &a->m[a->n])) {
+		    rlb_members_has(a, a->m[a->n].host, a->m[a->n].port)) {
 			if (a->n < n && a->m[a->n].host) {
 				free(a->m[a->n].host);
 				free(a->m[a->n].glue);

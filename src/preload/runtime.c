@@ -517,14 +517,6 @@ void rlb_runtime_set_dns(const struct rlb_dns_client *dns)
 	atomic_store(&dns_client, dns ? dns : &rlb_dns_stub);
 }
 
-/*
- * Refresh the membership of cluster name_hash: ask its sources without
- * any lock, take the answer in, and publish a snapshot when the members
- * changed. The caller set the membership busy; this clears it. A
- * resolution waits for it (`waited`): its second round of questions
- * ends by the time glibc's lookup of one name may take from the start
- * (design.md §15.3).
- */
 /* The host's shared answer (design.md §15.6): at most this many bytes,
  * and no older than this when DNS cannot be asked. */
 #define SHARED_MAX_BYTES  (1u << 20)
@@ -588,6 +580,7 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	struct rlb_snapshot *snap = NULL, *old = NULL;
 	char dir[PATH_MAX], *state_dir = NULL, *share = NULL, *name = NULL;
 	bool answered = false, use_shared = false, stale = false;
+	bool changed = false;
 	size_t share_len = 0;
 	uint64_t key;
 
@@ -642,17 +635,17 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	if (m && use_shared) {
 		rlb_membership_adopt(&m->ms, c, &sh.a, now, sh.age_ms);
 		m->wall_ms = sh.wall_ms;
-		snap = members_snapshot(false, known_fqdn);
-	} else if (m && rlb_membership_apply(&m->ms, c, &a, now)) {
-		snap = members_snapshot(false, known_fqdn);
+		changed = true;
+	} else if (m) {
+		changed = rlb_membership_apply(&m->ms, c, &a, now);
 	}
-	if (m && snap)
+	if (changed && (snap = members_snapshot(false, known_fqdn)))
 		old = publish(snap);
-	else if (m && (use_shared || a.outcome == RLB_DNS_OK) && !snap)
+	else if (changed)
 		/* Out of memory: the members are asked again. */
 		m->ms.due_ms = 0;
 	/* What DNS said, for every process of the host. */
-	if (m && !use_shared && m->ms.answered && m->ms.asked_ms == now &&
+	if (m && !use_shared && m->ms.answered &&
 	    (m->ms.outcome == RLB_DNS_OK ||
 	     (m->ms.outcome == RLB_DNS_NXDOMAIN && !m->ms.now.n))) {
 		m->wall_ms = rlb_now() * 1000;
@@ -735,7 +728,8 @@ static struct runtime_membership *wait_first(uint64_t name_hash,
 
 		if (now >= deadline)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
+		/* The seam's clock, as rlb_monotonic_ms() reads it. */
+		rlb_libc()->now(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += (deadline - now) / 1000;
 		ts.tv_nsec += (deadline - now) % 1000 * 1000000;
 		if (ts.tv_nsec >= 1000000000) {
@@ -755,7 +749,7 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 	uint64_t name_hash = c->name_hash;
 	char name[RLB_MAX_HOST + 1];
 	struct runtime_membership *m;
-	bool first = false, background = false, waited = false;
+	bool first = false, background = false;
 	int saved = errno, cancel;
 	int64_t now = rlb_op_monotonic_ms(), wait_ms;
 
@@ -783,7 +777,6 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 			wait_ms = rlb_dns_stub_budget_ms() + 1000;
 			pthread_mutex_lock(&members_lock);
 			m = wait_first(name_hash, rlb_monotonic_ms() + wait_ms);
-			waited = true;
 		} else {
 			m->busy = first = true;
 		}
@@ -818,7 +811,7 @@ struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
 			pthread_mutex_unlock(&members_lock);
 		}
 	}
-	if (first || (waited && c->nreplicas == 0)) {
+	if (first || (m && !background && c->nreplicas == 0)) {
 		/* The members just came, or came while we waited: the
 		 * snapshot that has them. */
 		snprintf(name, sizeof(name), "%s", c->name);
