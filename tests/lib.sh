@@ -276,14 +276,23 @@ write_config()
 # ---------------------------------------------------------------------
 # Ports and replica servers
 
-# free_port : a TCP port in 20000-60000 that is free on every loopback
-# address (checked by binding the wildcard address).
+# free_port : a TCP port that is free on every loopback address (checked
+# by binding the wildcard address), drawn below the kernel's ephemeral
+# range: a port the kernel hands out as a connect's source port could
+# meet a test's "nothing listens here" port, and a connect to it from
+# that same port is a TCP self-connect that succeeds (a full run once
+# saw a refused-connect probe come out connected).
 free_port()
 {
 	$PY - <<'EOF'
 import random, socket, sys
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+top = low - 1 if low > 12000 else 60000
 for _ in range(200):
-    port = random.randint(20000, 60000)
+    port = random.randint(10000, top)
     ok = True
     for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
         s = socket.socket(fam, socket.SOCK_STREAM)

@@ -203,22 +203,22 @@ check_match "baseline has a libc error code for the unknown name" \
 
 rm -f "$REPLICALB_CONFIG"
 preload $PROBE >"$T/unconf.out" 2>"$T/unconf.err"
-check "unconfigured: identical output" cmp "$T/base.out" "$T/unconf.out"
+check "unconfigured: identical output" diff "$T/base.out" "$T/unconf.out"
 check_empty "unconfigured: silent" "$T/unconf.err"
 
 cp "$T/good.conf" "$REPLICALB_CONFIG"
 preload $PROBE >"$T/conf.out" 2>"$T/conf.err"
 check "configured: identical output for other names" \
-	cmp "$T/base.out" "$T/conf.out"
+	diff "$T/base.out" "$T/conf.out"
 check_empty "configured: silent" "$T/conf.err"
 
 REPLICALB_DISABLE=1 preload $PROBE >"$T/dis.out" 2>"$T/dis.err"
-check "REPLICALB_DISABLE=1: identical output" cmp "$T/base.out" "$T/dis.out"
+check "REPLICALB_DISABLE=1: identical output" diff "$T/base.out" "$T/dis.out"
 check_empty "REPLICALB_DISABLE=1: silent" "$T/dis.err"
 
 REPLICALB_LOG_LEVEL=debug preload $PROBE >"$T/debug.out" 2>"$T/debug.err"
 check "log_level debug: identical output for other names" \
-	cmp "$T/base.out" "$T/debug.out"
+	diff "$T/base.out" "$T/debug.out"
 
 # ---------------------------------------------------------------------
 # 2. Fake names through nss_wrapper, with the library stacked on top.
@@ -240,13 +240,13 @@ check_match "nss_wrapper baseline resolves the fake name" \
 rm -f "$REPLICALB_CONFIG"
 preload_nss $PROBE $NAMES >"$T/nunconf.out" 2>"$T/nunconf.err"
 check "nss_wrapper, unconfigured: identical output" \
-	cmp "$T/nbase.out" "$T/nunconf.out"
+	diff "$T/nbase.out" "$T/nunconf.out"
 check_empty "nss_wrapper, unconfigured: silent" "$T/nunconf.err"
 
 cp "$T/good.conf" "$REPLICALB_CONFIG"
 preload_nss $PROBE $NAMES >"$T/nconf.out" 2>"$T/nconf.err"
 check "nss_wrapper, configured: identical output for other names" \
-	cmp "$T/nbase.out" "$T/nconf.out"
+	diff "$T/nbase.out" "$T/nconf.out"
 check_empty "nss_wrapper, configured: silent" "$T/nconf.err"
 
 # The virtual name itself: libc's (nss_wrapper's) answer unless configured.
@@ -303,7 +303,7 @@ broken_checks()	# LABEL LINE
 	local pid
 	pid=$(cat "$T/probe.pidno" 2>/dev/null)
 	check_eq "$1: program exits 0" "0" "$(cat "$T/broken.rc")"
-	check "$1: identical output" cmp "$T/base.out" "$T/broken.out"
+	check "$1: identical output" diff "$T/base.out" "$T/broken.out"
 	check_eq "$1: exactly one line on stderr" "1" \
 		"$(wc -l <"$T/broken.err" | tr -d ' ')"
 	check_match "$1: prefixed replicalb[PID]" "^replicalb\\[$pid\\]: " \
@@ -330,7 +330,7 @@ broken_checks "syntax error" 3
 # log_level none: not even that message.
 REPLICALB_LOG_LEVEL=none preload $PROBE >"$T/none.out" 2>"$T/none.err"
 check "broken config, REPLICALB_LOG_LEVEL=none: identical output" \
-	cmp "$T/base.out" "$T/none.out"
+	diff "$T/base.out" "$T/none.out"
 check_empty "broken config, REPLICALB_LOG_LEVEL=none: silent" "$T/none.err"
 
 # The virtual name is not virtual while the config is broken.
