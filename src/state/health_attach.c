@@ -783,6 +783,10 @@ void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
 	} else {
 		atomic_store(&h->follow_ms, now + HEALTH_FOLLOW_MS);
 		n = follow_name(h, c, s);
+		/* Once a second too: what dead processes held goes back
+		 * (design.md §12.13). */
+		if (n == s)
+			rlb_ledger_reclaim(s);
 	}
 	if (n != s)
 		switch_to(h, c, s, n);

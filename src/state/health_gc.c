@@ -32,14 +32,18 @@ static bool unused_ours(const struct shmid_ds *ds, uid_t me)
 	return ds->shm_perm.uid == me && ds->shm_perm.cuid == me &&
 	       (ds->shm_perm.mode & 0777) == 0600 &&
 	       !(ds->shm_perm.mode & SHM_DEST) && ds->shm_nattch == 0 &&
-	       ds->shm_segsz >= HEALTH_SIZE(HEALTH_MIN_SLOTS) &&
-	       ds->shm_segsz <= HEALTH_SIZE(HEALTH_MAX_SLOTS);
+	       ((ds->shm_segsz >= HEALTH_SIZE(HEALTH_MIN_SLOTS) &&
+		 ds->shm_segsz <= HEALTH_SIZE(HEALTH_MAX_SLOTS)) ||
+		(ds->shm_segsz >= HEALTH_V3_SIZE(HEALTH_MIN_SLOTS) &&
+		 ds->shm_segsz <= HEALTH_V3_SIZE(HEALTH_MAX_SLOTS)));
 }
 
 /*
  * The header of segment id (of size bytes) into hdr, and the path of the
  * directory it keeps into path ("" when none): false when it is not a
- * valid segment of version 3. Attached read-only for the copy.
+ * valid segment of this version, or of version 3 (the release before the
+ * ledger, whose path is not read: only its inode tells where it
+ * belongs). Attached read-only for the copy.
  */
 static bool home_of(int id, size_t size, struct health_header *hdr, char *path,
 		    size_t pathlen)
@@ -56,6 +60,7 @@ static bool home_of(int id, size_t size, struct health_header *hdr, char *path,
 				       why, sizeof(why)) == 0;
 	if (!ok || rlb_table_home_get(map, size, path, pathlen) < 0)
 		path[0] = '\0';
+	ok = ok || rlb_table_header_v3(hdr, size);
 	rlb_libc()->shmdt(map);
 	return ok;
 }

@@ -17,12 +17,27 @@
 #include "state/state.h"
 
 #define HEALTH_MAGIC	 "RLBSTATE"
-#define HEALTH_VERSION	 3
+#define HEALTH_VERSION	 4
 #define HEALTH_MIN_SLOTS 4
 #define HEALTH_MAX_SLOTS (2 * RLB_MAX_REPLICAS)
+/*
+ * The connection ledger of a segment (design.md §12.13): lease rows, one
+ * per process that holds connections to the cluster, and one entry per
+ * connection open now (its socket's inode, the rows that hold it).
+ */
+#define HEALTH_ROWS	    256
+#define HEALTH_ROW_WORDS    (HEALTH_ROWS / 64)
+#define HEALTH_CONNS	    1024
+#define HEALTH_CONN_PROBE   64 /* entries one inode may sit in */
+#define HEALTH_LEDGER_BYTES                                                    \
+	(HEALTH_ROWS * sizeof(struct health_row) +                             \
+	 HEALTH_CONNS * sizeof(struct health_conn))
 #define HEALTH_SIZE(n)                                                         \
 	(sizeof(struct health_header) +                                        \
-	 (size_t)(n) * sizeof(struct health_slot))
+	 (size_t)(n) * sizeof(struct health_slot) + HEALTH_LEDGER_BYTES)
+/* A segment of version 3 (the release before the ledger), for the sweep. */
+#define HEALTH_V3_SLOT	 32
+#define HEALTH_V3_SIZE(n) (sizeof(struct health_header) + (size_t)(n) * 32)
 #define HEALTH_KEY_EMPTY   0 /* never claimed in this segment */
 #define HEALTH_KEY_DROPPED 1 /* pruned: skipped by probes, never reused */
 #define HEALTH_NO_SLOT	   UINT32_MAX
@@ -93,16 +108,66 @@ struct health_slot {
 	_Atomic uint64_t slowdowns; /* attempts abandoned early; uncapped */
 	uint64_t home;		    /* 8 bytes of the state directory's path,
 				     * in slot order (design.md §12.2) */
+	_Atomic uint64_t connects;  /* connects established, ever */
+	_Atomic uint64_t failures;  /* connects failed, ever */
+	_Atomic uint64_t in_flight; /* connections open now, host-wide: the
+				     * live entries of the ledger for it */
+	uint64_t reserved;	    /* zero */
 };
 
-/* A segment: header, then an open-addressing table of nslots slots. */
+/*
+ * A lease row: a process that holds (or held) connections of the cluster.
+ * owner is (pid << 32) | (low 32 bits of its start time in clock ticks
+ * since boot), 0 when free; pidns the inode of its PID namespace (0 while
+ * being claimed); image a random word of the program image, which an
+ * exec() changes (the new image reclaims the old one's row).
+ */
+struct health_row {
+	_Atomic uint64_t owner;
+	_Atomic uint64_t pidns;
+	_Atomic uint64_t image;
+	uint64_t reserved;
+};
+
+/*
+ * A connection open now: ino the socket's inode (0: free), replica the
+ * identity of the replica it is to, holders how many rows hold it, mask
+ * the rows (bit r: row r). The last holder to let go drops the replica's
+ * in_flight and frees the entry.
+ */
+struct health_conn {
+	_Atomic uint64_t ino;
+	_Atomic uint64_t replica;
+	_Atomic uint64_t holders;
+	_Atomic uint64_t mask[HEALTH_ROW_WORDS];
+	uint64_t reserved;
+};
+
+/* A segment: header, then an open-addressing table of nslots slots, then
+ * the ledger (rlb_ledger_rows(), rlb_ledger_conns()). */
 struct health_map {
 	struct health_header hdr;
 	struct health_slot slots[];
 };
 
 _Static_assert(sizeof(struct health_header) == 128, "header is 128 bytes");
-_Static_assert(sizeof(struct health_slot) == 32, "slot is 32 bytes");
+_Static_assert(sizeof(struct health_slot) == 64, "slot is 64 bytes");
+_Static_assert(sizeof(struct health_row) == 32, "row is 32 bytes");
+_Static_assert(sizeof(struct health_conn) == 64, "entry is 64 bytes");
+
+/* The ledger of segment m of nslots slots. */
+static inline struct health_row *rlb_ledger_rows(struct health_map *m,
+						 uint32_t nslots)
+{
+	return (struct health_row *)(void *)&m->slots[nslots];
+}
+
+static inline struct health_conn *rlb_ledger_conns(struct health_map *m,
+						   uint32_t nslots)
+{
+	return (struct health_conn *)(void *)(rlb_ledger_rows(m, nslots) +
+					       HEALTH_ROWS);
+}
 
 /* What holds a store's counters. */
 enum store_kind {
@@ -148,6 +213,8 @@ struct store {
 				  * maybe with " (absent)", or
 				  * "(private)" */
 	struct store *next;	 /* retired list of the cluster */
+	_Atomic int row;	 /* this process's lease row in map, */
+	_Atomic pid_t row_pid;	 /* when this process claimed it */
 	size_t nreplicas;	 /* entries of slot[] */
 	_Atomic uint32_t slot[]; /* per replica: index of its slot */
 };
@@ -273,6 +340,27 @@ void rlb_table_move(struct health_map *from, uint32_t from_slots,
 		    struct health_map *to, uint32_t to_slots, uint64_t cap);
 /* The error cap of c as a counter's bound. */
 uint64_t rlb_table_cap(const struct rlb_cluster *c);
+/*
+ * Whether hdr (of a segment of size bytes) is a valid header of version 3,
+ * the release before the ledger: what the sweep may remove.
+ */
+bool rlb_table_header_v3(const struct health_header *hdr, size_t size);
+
+/* ------------------------------------------------------------------ */
+/* health_traffic.c */
+
+/*
+ * Give back what the dead processes' lease rows of s held (design.md
+ * §12.13): each connection they alone held leaves in_flight. Returns the
+ * number of rows freed.
+ */
+int rlb_ledger_reclaim(struct store *s);
+/*
+ * Move the ledger of from into to (rlb_table_move() does, after the
+ * counts): rows keep their numbers, entries are taken with an exchange.
+ */
+void rlb_ledger_move(struct health_map *from, uint32_t from_slots,
+		     struct health_map *to, uint32_t to_slots);
 
 /* ------------------------------------------------------------------ */
 /* health_segment.c */

@@ -248,24 +248,44 @@ void rlb_table_move(struct health_map *from, uint32_t from_slots,
 {
 	for (size_t i = 0; i < from_slots; i++) {
 		struct health_slot *s = &from->slots[i];
-		uint64_t key = atomic_load(&s->key), e, sd;
+		uint64_t key = atomic_load(&s->key), e, sd, cn, fl, inf;
 		long idx;
 
 		if (key <= HEALTH_KEY_DROPPED)
 			continue;
 		e = atomic_exchange(&s->errors, 0);
 		sd = atomic_exchange(&s->slowdowns, 0);
-		if (!e && !sd)
+		cn = atomic_exchange(&s->connects, 0);
+		fl = atomic_exchange(&s->failures, 0);
+		inf = atomic_exchange(&s->in_flight, 0);
+		if (!e && !sd && !cn && !fl && !inf)
 			continue;
 		idx = rlb_table_claim(to, to_slots, key);
 		if (idx < 0) {
 			rlb_table_add(&s->errors, e, UINT64_MAX);
 			rlb_table_add(&s->slowdowns, sd, UINT64_MAX);
+			atomic_fetch_add(&s->connects, cn);
+			atomic_fetch_add(&s->failures, fl);
+			atomic_fetch_add(&s->in_flight, inf);
 			continue;
 		}
 		rlb_table_add(&to->slots[idx].errors, e, cap);
 		rlb_table_add(&to->slots[idx].slowdowns, sd, UINT64_MAX);
+		atomic_fetch_add(&to->slots[idx].connects, cn);
+		atomic_fetch_add(&to->slots[idx].failures, fl);
+		atomic_fetch_add(&to->slots[idx].in_flight, inf);
 	}
+	rlb_ledger_move(from, from_slots, to, to_slots);
+}
+
+bool rlb_table_header_v3(const struct health_header *hdr, size_t size)
+{
+	uint32_t n = hdr->nslots;
+
+	return memcmp(hdr->magic, HEALTH_MAGIC, sizeof(hdr->magic)) == 0 &&
+	       hdr->version == 3 && n >= HEALTH_MIN_SLOTS &&
+	       n <= HEALTH_MAX_SLOTS && !(n & (n - 1)) &&
+	       size == HEALTH_V3_SIZE(n) && hdr->check == header_check(hdr);
 }
 
 uint64_t rlb_table_cap(const struct rlb_cluster *c)

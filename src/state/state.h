@@ -126,6 +126,49 @@ int64_t rlb_health_recovery_seconds(const struct rlb_cluster *c, size_t i,
 int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out);
 
 /* ------------------------------------------------------------------ */
+/* health_traffic.c */
+
+/*
+ * Traffic of one replica (design.md §12.13): connects established and
+ * failed since the state was made, and its connections open now.
+ * in_flight counts the ledger's entries that a live process holds (what
+ * status shows); in_flight_counted is the counter a selection reads,
+ * which may still hold a dead process's share until a survivor reclaims
+ * it (within about a second of the next operation on the cluster).
+ */
+struct rlb_traffic {
+	uint64_t connects;
+	uint64_t failures;
+	uint64_t in_flight;
+	uint64_t in_flight_counted;
+};
+void rlb_health_traffic(const struct rlb_cluster *c, size_t i,
+			struct rlb_traffic *t);
+/*
+ * Connections open now to replicas 0..n-1 of c, host-wide, into out[]:
+ * one load each (what least_request reads at every selection).
+ */
+void rlb_health_in_flight(const struct rlb_cluster *c, size_t n,
+			  uint64_t *out);
+/* A connect to replica i established (ok) or failed: counted. */
+void rlb_health_count_connect(struct rlb_cluster *c, size_t i, bool ok);
+/*
+ * The connection ledger. Take: the socket of inode ino starts a connect
+ * to replica i; it is in flight until the last process that holds it lets
+ * go. Adopt: this process holds it too (a forked child, a descriptor
+ * received); false when nobody holds it any more. Drop: this process lets
+ * go of it (its last descriptor closed, its connect failed). A process
+ * that dies holding connections has them given back by a survivor:
+ * rlb_health_reclaim(), which the once-a-second follow of the state
+ * calls. All keep errno; none waits.
+ */
+bool rlb_health_conn_take(struct rlb_cluster *c, size_t i, uint64_t ino);
+bool rlb_health_conn_adopt(struct rlb_cluster *c, uint64_t ino);
+void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino);
+/* Give back what dead processes held: the number of rows freed. */
+int rlb_health_reclaim(struct rlb_cluster *c);
+
+/* ------------------------------------------------------------------ */
 /* health_gc.c */
 
 /*
