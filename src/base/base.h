@@ -251,7 +251,13 @@ void rlb_log_own_thread(void);
 	X(int, setsockopt, (int fd, int level, int name, const void *val,      \
 		socklen_t len), (fd, level, name, val, len))                   \
 	X(int, close, (int fd), (fd))                                          \
+	/* descriptors (hooked: the connection ledger follows them) */         \
 	X(int, fcntl, (int fd, int cmd, long arg), (fd, cmd, arg))             \
+	X(int, dup, (int fd), (fd))                                            \
+	X(int, dup2, (int fd, int newfd), (fd, newfd))                         \
+	X(int, dup3, (int fd, int newfd, int flags), (fd, newfd, flags))       \
+	X(int, close_range, (unsigned first, unsigned last, int flags),        \
+		(first, last, flags))                                          \
 	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout_ms),           \
 		(fds, n, timeout_ms))                                          \
 	/* files and directories */                                            \

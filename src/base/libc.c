@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -82,6 +83,47 @@ static int syscall_close(int fd)
 	return (int)syscall(SYS_close, fd);
 }
 
+static int syscall_dup(int fd)
+{
+	return (int)syscall(SYS_dup, fd);
+}
+
+static int syscall_dup2(int fd, int newfd)
+{
+	return (int)syscall(SYS_dup2, fd, newfd);
+}
+
+static int syscall_dup3(int fd, int newfd, int flags)
+{
+	return (int)syscall(SYS_dup3, fd, newfd, flags);
+}
+
+static int syscall_close_range(unsigned first, unsigned last, int flags)
+{
+#ifdef SYS_close_range
+	return (int)syscall(SYS_close_range, first, last, flags);
+#else
+	(void)first, (void)last, (void)flags;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* libc's fcntl, past our hook (design.md §11.8): variadic, so called as
+ * such; its one argument is an int, a long or a pointer, passed whole. */
+static int syscall_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+static int (*next_fcntl)(int fd, int cmd, ...);
+
 /* Fixed-argument forms of libc's variadic functions. */
 static int libc_open(const char *path, int flags, mode_t mode)
 {
@@ -95,7 +137,7 @@ static int libc_openat(int dirfd, const char *path, int flags, mode_t mode)
 
 static int libc_fcntl(int fd, int cmd, long arg)
 {
-	return fcntl(fd, cmd, arg);
+	return next_fcntl(fd, cmd, arg);
 }
 
 static void *libc_mremap(void *old, size_t oldlen, size_t newlen, int flags,
@@ -154,6 +196,13 @@ static void bind_table(void)
 	NEXT(connect, syscall_connect);
 	NEXT(getsockopt, syscall_getsockopt);
 	NEXT(close, syscall_close);
+	NEXT(dup, syscall_dup);
+	NEXT(dup2, syscall_dup2);
+	NEXT(dup3, syscall_dup3);
+	NEXT(close_range, syscall_close_range);
+	*(void **)&next_fcntl = dlsym(RTLD_NEXT, "fcntl");
+	if (!next_fcntl)
+		next_fcntl = syscall_fcntl;
 	/* Not exported by us: libc's own, as a direct call would reach. */
 	t->setsockopt = setsockopt;
 	t->fcntl = libc_fcntl;

@@ -315,16 +315,17 @@ static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
 
 /* The -v line of replica i: key parts as this selection saw them. */
 static void print_replica_detail(const struct rlb_cluster *c,
-				 const struct rlb_selection *sel, size_t i)
+				 const struct rlb_selection *sel, size_t i,
+				 uint64_t in_flight)
 {
 	const struct rlb_replica *r = &c->replicas[i];
 	char label[CTL_LABEL_MAX];
 
 	replica_label(r, label, sizeof(label));
 	printf("  %s errors=%" PRIu64 " slowdowns=%" PRIu64 " priority=%" PRId64
-	       " policy_priority=%" PRId64 " addresses=",
+	       " policy_priority=%" PRId64 " in_flight=%" PRIu64 " addresses=",
 	       label, sel->errors[i], sel->slowdowns[i], r->priority,
-	       sel->policy_prio[i]);
+	       sel->policy_prio[i], in_flight);
 	if (r->nliteral == 0)
 		fputs("dns", stdout);
 	for (size_t k = 0; k < r->nliteral; k++) {
@@ -348,7 +349,7 @@ static int cmd_resolve(struct rlb_config *cfg, const struct ctl_opts *o)
 	bool verbose = o->given & CTL_OPT_VERBOSE;
 	struct rlb_selection *sel;
 	struct rlb_cluster *c;
-	uint64_t count = 1;
+	uint64_t count = 1, *in_flight;
 
 	if (o->count && !parse_positive(o->count, UINT64_MAX, &count))
 		return ctl_usage_error("COUNT must be a positive integer: %s",
@@ -357,7 +358,10 @@ static int cmd_resolve(struct rlb_config *cfg, const struct ctl_opts *o)
 	if (!c)
 		return 1;
 	sel = rlb_selection_new(c->nreplicas);
-	if (!sel) {
+	in_flight = calloc(c->nreplicas ? c->nreplicas : 1, sizeof(*in_flight));
+	if (!sel || !in_flight) {
+		free(sel);
+		free(in_flight);
 		ctl_error("out of memory");
 		return 1;
 	}
@@ -367,12 +371,17 @@ static int cmd_resolve(struct rlb_config *cfg, const struct ctl_opts *o)
 			printf("%s%s", k ? " " : "",
 			       c->replicas[sel->order[k]].host);
 		putchar('\n');
+		if (verbose && in_flight)
+			rlb_health_in_flight(c, c->nreplicas, in_flight);
 		for (size_t k = 0; verbose && k < sel->n; k++)
-			print_replica_detail(c, sel, sel->order[k]);
+			print_replica_detail(
+				c, sel, sel->order[k],
+				in_flight ? in_flight[sel->order[k]] : 0);
 		if (verbose)
 			rlb_ctl_print_dns(c, "  ", true);
 	}
 	free(sel);
+	free(in_flight);
 	return 0;
 }
 

@@ -201,7 +201,9 @@ void rlb_ctl_json_cluster(const struct rlb_cluster *c, int64_t now)
 	fputs(", \"replicas\": [", stdout);
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		const struct rlb_replica *r = &c->replicas[i];
+		struct rlb_traffic t;
 
+		rlb_health_traffic(c, i, &t);
 		fputs(i ? ", {\"host\": " : "{\"host\": ", stdout);
 		rlb_ctl_json_string(r->host);
 		if (r->port)
@@ -212,10 +214,13 @@ void rlb_ctl_json_cluster(const struct rlb_cluster *c, int64_t now)
 		rlb_ctl_json_string(rlb_replica_source_name(r->source));
 		printf(", \"priority\": %" PRId64 ", \"errors\": %" PRIu64
 		       ", \"slowdowns\": %" PRIu64
-		       ", \"recovery_seconds\": %" PRId64 "}",
+		       ", \"recovery_seconds\": %" PRId64
+		       ", \"connects\": %" PRIu64 ", \"failures\": %" PRIu64
+		       ", \"in_flight\": %" PRIu64 "}",
 		       r->priority, rlb_health_errors(c, i, now, true),
 		       rlb_health_slowdowns(c, i, now, true),
-		       rlb_health_recovery_seconds(c, i, now));
+		       rlb_health_recovery_seconds(c, i, now), t.connects,
+		       t.failures, t.in_flight);
 	}
 	fputs("]}", stdout);
 }
@@ -235,20 +240,25 @@ void rlb_ctl_table_cluster(const struct rlb_cluster *c, int64_t now)
 	       rlb_policy_name(c->s.load_balancing),
 	       rlb_health_path(c->health));
 	rlb_ctl_print_dns(c, "  ", false);
-	printf("  %-*s %5s %5s %7s %9s %11s%s\n", hostw, "HOST", "PORT", "PRIO",
-	       "ERRORS", "SLOWDOWNS", "RECOVERY_S", dns ? " SOURCE" : "");
+	printf("  %-*s %5s %5s %7s %9s %11s %9s %9s %9s%s\n", hostw, "HOST",
+	       "PORT", "PRIO", "ERRORS", "SLOWDOWNS", "RECOVERY_S", "CONNECTS",
+	       "FAILURES", "IN_FLIGHT", dns ? " SOURCE" : "");
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		const struct rlb_replica *r = &c->replicas[i];
 		char port[8] = "-";
+		struct rlb_traffic t;
 
 		if (r->port)
 			snprintf(port, sizeof(port), "%d", r->port);
+		rlb_health_traffic(c, i, &t);
 		printf("  %-*s %5s %5" PRId64 " %7" PRIu64 " %9" PRIu64
-		       " %11" PRId64 "%s%s\n",
+		       " %11" PRId64 " %9" PRIu64 " %9" PRIu64 " %9" PRIu64
+		       "%s%s\n",
 		       hostw, r->host, port, r->priority,
 		       rlb_health_errors(c, i, now, true),
 		       rlb_health_slowdowns(c, i, now, true),
-		       rlb_health_recovery_seconds(c, i, now), dns ? " " : "",
+		       rlb_health_recovery_seconds(c, i, now), t.connects,
+		       t.failures, t.in_flight, dns ? " " : "",
 		       dns ? rlb_replica_source_name(r->source) : "");
 	}
 }

@@ -109,6 +109,25 @@ struct rlb_failure {
 void rlb_snapshot_charge(struct rlb_snapshot *snap,
 			 const struct rlb_failure *f);
 
+/* What the connection ledger tells the state (design.md §11.8, §12.13). */
+enum rlb_conn_event {
+	RLB_CONN_TAKE,	      /* a connect to the replica started */
+	RLB_CONN_FORK,	      /* a fork starts: its child holds it too */
+	RLB_CONN_FORKED,      /* in the parent, the fork is over */
+	RLB_CONN_CHILD,	      /* in the child: the hold is its own */
+	RLB_CONN_DROP,	      /* this process let go of it */
+	RLB_CONN_ESTABLISHED, /* its connect established: counted */
+	RLB_CONN_FAILED,      /* its connect failed: counted */
+};
+/*
+ * Tell each of the n owners' clusters in snap of event ev of the socket
+ * of inode ino (TAKE, FORK..., DROP) or of a connect to the replica
+ * (ESTABLISHED, FAILED). Keeps errno.
+ */
+void rlb_snapshot_traffic(struct rlb_snapshot *snap,
+			  const struct rlb_owner *owners, size_t n,
+			  uint64_t ino, enum rlb_conn_event ev);
+
 /* ------------------------------------------------------------------ */
 /* answer.c */
 

@@ -207,3 +207,43 @@ void rlb_snapshot_charge(struct rlb_snapshot *snap, const struct rlb_failure *f)
 	}
 	errno = saved;
 }
+
+void rlb_snapshot_traffic(struct rlb_snapshot *snap,
+			  const struct rlb_owner *owners, size_t n,
+			  uint64_t ino, enum rlb_conn_event ev)
+{
+	struct rlb_config *cfg = snap->cfg;
+	int saved = errno;
+
+	for (size_t k = 0; k < n; k++) {
+		for (size_t ci = 0; ci < cfg->nclusters; ci++) {
+			struct rlb_cluster *c = &cfg->clusters[ci];
+			size_t i;
+
+			if (c->name_hash != owners[k].cluster)
+				continue;
+			if (ev == RLB_CONN_DROP) {
+				rlb_health_conn_drop(c, ino);
+				continue;
+			}
+			if (ev == RLB_CONN_FORK || ev == RLB_CONN_FORKED ||
+			    ev == RLB_CONN_CHILD) {
+				rlb_health_conn_fork(c, ino,
+						     ev - RLB_CONN_FORK);
+				continue;
+			}
+			for (i = 0; i < c->nreplicas; i++)
+				if (c->replicas[i].identity ==
+				    owners[k].replica)
+					break;
+			if (i == c->nreplicas)
+				continue; /* a member that left: not counted */
+			if (ev == RLB_CONN_TAKE)
+				rlb_health_conn_take(c, i, ino);
+			else
+				rlb_health_count_connect(
+					c, i, ev == RLB_CONN_ESTABLISHED);
+		}
+	}
+	errno = saved;
+}

@@ -2,6 +2,8 @@
  * either calls libc or hands over to the core; nothing else lives here. */
 #include "config.h"
 
+#include <stdarg.h>
+
 #include "preload/preload.h"
 
 #define RLB_EXPORT __attribute__((visibility("default")))
@@ -120,4 +122,61 @@ RLB_EXPORT int close(int fd)
 	if (!rlb_track_active())
 		return rlb_libc()->close(fd);
 	return rlb_track_close(fd);
+}
+
+/*
+ * The descriptor calls: a descriptor of a connection to a replica made
+ * by one of them shares its connection's place in the ledger (design.md
+ * §11.8). Others pass straight through.
+ */
+RLB_EXPORT int dup(int fd)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->dup(fd);
+	return rlb_track_dup(fd);
+}
+
+RLB_EXPORT int dup2(int fd, int newfd)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->dup2(fd, newfd);
+	return rlb_track_dup3(fd, newfd, 0, true);
+}
+
+RLB_EXPORT int dup3(int fd, int newfd, int flags)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->dup3(fd, newfd, flags);
+	return rlb_track_dup3(fd, newfd, flags, false);
+}
+
+/* fcntl's one argument, an int, a long or a pointer, is passed whole, as
+ * glibc's own fcntl passes it to the kernel. */
+#define FCNTL_BODY                                                             \
+	va_list ap;                                                            \
+	long arg;                                                              \
+                                                                               \
+	va_start(ap, cmd);                                                     \
+	arg = va_arg(ap, long);                                                \
+	va_end(ap);                                                            \
+	if (!rlb_track_active())                                               \
+		return rlb_libc()->fcntl(fd, cmd, arg);                        \
+	return rlb_track_fcntl(fd, cmd, arg)
+
+RLB_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	FCNTL_BODY;
+}
+
+/* What a program built with _FILE_OFFSET_BITS=64 calls: the same. */
+RLB_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	FCNTL_BODY;
+}
+
+RLB_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->close_range(first, last, flags);
+	return rlb_track_close_range(first, last, flags);
 }

@@ -30,6 +30,9 @@ const char *rlb_runtime_fqdn(void);
  * tracking reports; see rlb_snapshot_charge()). Keeps errno.
  */
 void rlb_runtime_charge(const struct rlb_failure *f);
+/* rlb_track_ops.traffic over the snapshot in force. Keeps errno. */
+void rlb_runtime_traffic(const struct rlb_owner *owners, size_t n, uint64_t ino,
+			 enum rlb_conn_event ev);
 /*
  * Cluster c (of *snap, held) has DNS sources: refresh its members when
  * due (design.md §15). The very first answer is waited for (no longer
@@ -129,13 +132,17 @@ void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
 			  uint16_t port);
 /*
  * What tracking asks of its owner (runtime.c registers them at start):
- * charge() counts a failure against its replicas; next_address() gives,
+ * charge() counts a failure against its replicas; traffic() tells the
+ * host-wide counts what the connection ledger saw; next_address() gives,
  * for connect_failover, the address of the best replica of the failed
  * one's cluster not among `tried`, in the family of `failed` and with the
  * port resolution would have given (handed out, so tracked), or false.
  */
 struct rlb_track_ops {
 	void (*charge)(const struct rlb_failure *f);
+	/* The ledger's events (rlb_snapshot_traffic()). */
+	void (*traffic)(const struct rlb_owner *owners, size_t n, uint64_t ino,
+			enum rlb_conn_event ev);
 	bool (*next_address)(const struct rlb_owner *tried, size_t ntried,
 			     const struct sockaddr *failed, socklen_t len,
 			     struct sockaddr_storage *out, socklen_t *outlen);
@@ -156,6 +163,19 @@ int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
 int rlb_track_getsockopt(int fd, int level, int name, void *val,
 			 socklen_t *len);
 int rlb_track_close(int fd);
+/* The descriptor calls (track_ledger.c): dup, dup2 (two) or dup3,
+ * fcntl (F_DUPFD*), close_range. */
+int rlb_track_dup(int fd);
+int rlb_track_dup3(int fd, int newfd, int flags, bool two);
+int rlb_track_fcntl(int fd, int cmd, long arg);
+int rlb_track_close_range(unsigned first, unsigned last, int flags);
+/*
+ * The ledger around a fork (rlb_health_conn_fork()): step 0 before it,
+ * with no lock of ours held; 1 in the parent after it; 2 in the child,
+ * last, with every lock free again: the child holds the parent's
+ * connections too.
+ */
+void rlb_track_ledger_fork(int step);
 /*
  * Settle attempts the program dropped without our close() (a raw close
  * system call, longjmp): each older than its bound counts one error.

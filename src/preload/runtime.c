@@ -132,6 +132,8 @@ static void thread_cache_destroy(void *snap)
  */
 static void atfork_prepare(void)
 {
+	/* First: it takes a snapshot, which may take cfg_lock. */
+	rlb_track_ledger_fork(0);
 	pthread_mutex_lock(&members_lock);
 	pthread_mutex_lock(&cfg_lock);
 	rlb_resolve_fork_lock();
@@ -146,6 +148,7 @@ static void atfork_parent(void)
 	rlb_resolve_fork_unlock();
 	pthread_mutex_unlock(&cfg_lock);
 	pthread_mutex_unlock(&members_lock);
+	rlb_track_ledger_fork(1);
 }
 
 static void atfork_child(void)
@@ -163,6 +166,9 @@ static void atfork_child(void)
 	/* A reload another thread was doing is not going on in the child. */
 	atomic_flag_clear(&reload_busy);
 	rlb_util_after_fork_child();
+	/* Last, with every lock free again: the child holds the parent's
+	 * connections too (design.md §11.8). */
+	rlb_track_ledger_fork(2);
 }
 
 static void apply_logging(const struct rlb_config *cfg)
@@ -370,6 +376,7 @@ out_free_diag:
 /* What connect tracking reports to and asks of the snapshot's owner. */
 static const struct rlb_track_ops track_ops = {
 	.charge = rlb_runtime_charge,
+	.traffic = rlb_runtime_traffic,
 	.next_address = rlb_runtime_next_address,
 };
 
@@ -495,6 +502,19 @@ void rlb_runtime_charge(const struct rlb_failure *f)
 		return;
 	rlb_snapshot_charge(snap, f);
 	rlb_runtime_release(snap);
+}
+
+void rlb_runtime_traffic(const struct rlb_owner *owners, size_t n, uint64_t ino,
+			 enum rlb_conn_event ev)
+{
+	struct rlb_snapshot *snap;
+	int saved = errno;
+
+	if (n && (snap = rlb_runtime_acquire())) {
+		rlb_snapshot_traffic(snap, owners, n, ino, ev);
+		rlb_runtime_release(snap);
+	}
+	errno = saved;
 }
 
 bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,

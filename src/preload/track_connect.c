@@ -211,6 +211,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		/* Pending from the start: a longjmp out of a blocking
 		 * connect leaves the entry for the sweep to find. */
 		rlb_pending_set(fd, &p);
+		rlb_ledger_connect(fd, p.ino, d);
 	}
 	for (;;) {
 		struct timeval orig = {0}, set = {0};
@@ -257,6 +258,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		break;
 	}
 	rlb_pending_done(fd, &p);
+	rlb_ledger_failed(fd);
 	/* EINPROGRESS of a blocking socket: cut short by the program's own
 	 * SO_SNDTIMEO, which is a timeout too. */
 	if (err == EINPROGRESS || rlb_errno_counts(err))
@@ -314,6 +316,7 @@ static int wait_connected(int fd, const struct dest *d)
 	}
 	if (err == ETIMEDOUT)
 		abort_attempt(fd);
+	rlb_ledger_failed(fd);
 	if (rlb_errno_counts(err))
 		rlb_pending_report(d, err, -1, false);
 	return err;
@@ -703,6 +706,8 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		rlb_pending_restore_syncnt(fd, &copy);
 		if (err == 0)
 			rlb_pending_won(&copy.d, copy.start_ms);
+		else
+			rlb_ledger_failed(fd);
 		if (!rlb_errno_counts(err))
 			goto out;
 		rlb_pending_report(&copy.d, err, -1, false);
@@ -743,6 +748,11 @@ int rlb_track_close(int fd)
 		 * program's TCP_SYNCNT back. */
 		rlb_pending_restore_syncnt(fd, &copy);
 	}
+	/* Before the descriptor is closed: once it is, another thread may
+	 * get its number for a new connection. */
+	if (atomic_load_explicit(&rlb_ledger_count, memory_order_relaxed) &&
+	    rlb_ledger_has(fd) && !rlb_pending_in_vfork_child())
+		rlb_ledger_close(fd);
 	errno = saved;
 	return rlb_libc()->close(fd);
 }

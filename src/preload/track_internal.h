@@ -242,4 +242,29 @@ int rlb_pending_syncnt_for(int64_t timeout_ms);
 /* Store p again as fd's entry, if fd still has one. */
 void rlb_pending_update(int fd, const struct pending_connect *p);
 
+/* track_ledger.c */
+
+/* Descriptions in the ledger; while 0, close() looks at nothing more. */
+extern atomic_uint rlb_ledger_count;
+/*
+ * Socket fd (inode ino) starts a connect to dst: it is in flight for
+ * dst's replicas from now until its connect fails or the last descriptor
+ * of it in this process closes. The same socket moved to another replica
+ * (a failover) changes replica.
+ */
+void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst);
+/* A connect to dst established (ok) or failed: counted for its replicas. */
+void rlb_ledger_count_connect(const struct dest *dst, bool ok);
+/* fd's connect failed: no longer in flight (it stays in the ledger until
+ * closed, so that a dup of it is followed). */
+void rlb_ledger_failed(int fd);
+/* fd is closed (its number free again). */
+void rlb_ledger_close(int fd);
+/* newfd is now a descriptor of what oldfd is (oldfd -1: of nothing). */
+void rlb_ledger_dup(int oldfd, int newfd);
+/* Descriptors first..last are closed. */
+void rlb_ledger_close_range(unsigned first, unsigned last);
+/* Whether fd is a descriptor of a connection in the ledger. */
+bool rlb_ledger_has(int fd);
+
 #endif /* RLB_TRACK_INTERNAL_H */

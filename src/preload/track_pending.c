@@ -140,6 +140,8 @@ void rlb_pending_report(const struct dest *d, int err, int64_t age_ms,
 	if (f.n && !slowdown && pol.failover)
 		rlb_addr_owners(d, NULL, &pol);
 	report(&f);
+	if (!slowdown)
+		rlb_ledger_count_connect(d, false);
 }
 
 struct fd_slot *rlb_pending_slot(int fd)
@@ -345,6 +347,7 @@ void rlb_pending_won(const struct dest *d, int64_t start_ms)
 {
 	size_t victim = 0;
 
+	rlb_ledger_count_connect(d, true);
 	pthread_mutex_lock(&moves_lock);
 	for (size_t k = 0; k < MOVES_MAX; k++)
 		if (won[k].at_ms < won[victim].at_ms)
@@ -450,6 +453,9 @@ void rlb_pending_judge(const struct pending_connect *p, int fd,
 		/* The kind of failure cannot be read without consuming it;
 		 * it counts one error whatever it is. */
 		rlb_pending_report(&p->d, ECONNREFUSED, -1, false);
+	} else if (state >= 0) {
+		/* It connected, unseen: a connect established. */
+		rlb_ledger_count_connect(&p->d, true);
 	}
 }
 

@@ -786,7 +786,7 @@ void rlb_attach_slow(struct rlb_health *h, const struct rlb_cluster *c,
 		/* Once a second too: what dead processes held goes back
 		 * (design.md §12.13). */
 		if (n == s)
-			rlb_ledger_reclaim(s);
+			rlb_ledger_reclaim_due(s);
 	}
 	if (n != s)
 		switch_to(h, c, s, n);

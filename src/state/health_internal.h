@@ -25,19 +25,24 @@
  * per process that holds connections to the cluster, and one entry per
  * connection open now (its socket's inode, the rows that hold it).
  */
-#define HEALTH_ROWS	    256
-#define HEALTH_ROW_WORDS    (HEALTH_ROWS / 64)
-#define HEALTH_CONNS	    1024
-#define HEALTH_CONN_PROBE   64 /* entries one inode may sit in */
-#define HEALTH_LEDGER_BYTES                                                    \
+#define HEALTH_ROWS	 256
+#define HEALTH_ROW_WORDS (HEALTH_ROWS / 64)
+/* Entries for n slots: 16 connections per replica at load 1/2, at least
+ * 256, at most 16384 (1 MiB). */
+#define HEALTH_CONNS_OF(n)                                                     \
+	((size_t)(n)*32 < 256	  ? (size_t)256                                \
+	 : (size_t)(n)*32 > 16384 ? (size_t)16384                              \
+				  : (size_t)(n)*32)
+#define HEALTH_CONN_PROBE 64 /* entries one inode may sit in */
+#define HEALTH_LEDGER_BYTES(n)                                                 \
 	(HEALTH_ROWS * sizeof(struct health_row) +                             \
-	 HEALTH_CONNS * sizeof(struct health_conn))
+	 HEALTH_CONNS_OF(n) * sizeof(struct health_conn))
 #define HEALTH_SIZE(n)                                                         \
 	(sizeof(struct health_header) +                                        \
-	 (size_t)(n) * sizeof(struct health_slot) + HEALTH_LEDGER_BYTES)
+	 (size_t)(n) * sizeof(struct health_slot) + HEALTH_LEDGER_BYTES(n))
 /* A segment of version 3 (the release before the ledger), for the sweep. */
-#define HEALTH_V3_SLOT	 32
-#define HEALTH_V3_SIZE(n) (sizeof(struct health_header) + (size_t)(n) * 32)
+#define HEALTH_V3_SLOT	   32
+#define HEALTH_V3_SIZE(n)  (sizeof(struct health_header) + (size_t)(n)*32)
 #define HEALTH_KEY_EMPTY   0 /* never claimed in this segment */
 #define HEALTH_KEY_DROPPED 1 /* pruned: skipped by probes, never reused */
 #define HEALTH_NO_SLOT	   UINT32_MAX
@@ -98,7 +103,9 @@ struct health_header {
 	uint64_t home_hash;	     /* home_hash() of that path */
 	uint64_t home_mnt;	     /* mount namespace it was made in
 				      * (its /proc inode), 0: unknown */
-	uint64_t reserved[2];	     /* zero */
+	_Atomic int64_t reclaim_ms;  /* the next reclaim of the ledger,
+				      * monotonic ms: one process a second */
+	uint64_t reserved;	     /* zero */
 };
 
 /* One replica's counts, keyed by its identity. */
@@ -166,7 +173,7 @@ static inline struct health_conn *rlb_ledger_conns(struct health_map *m,
 						   uint32_t nslots)
 {
 	return (struct health_conn *)(void *)(rlb_ledger_rows(m, nslots) +
-					       HEALTH_ROWS);
+					      HEALTH_ROWS);
 }
 
 /* What holds a store's counters. */
@@ -215,6 +222,8 @@ struct store {
 	struct store *next;	 /* retired list of the cluster */
 	_Atomic int row;	 /* this process's lease row in map, */
 	_Atomic pid_t row_pid;	 /* when this process claimed it */
+	_Atomic int fork_row;	 /* a row claimed for the child of a
+				  * fork under way, -1: none */
 	size_t nreplicas;	 /* entries of slot[] */
 	_Atomic uint32_t slot[]; /* per replica: index of its slot */
 };
@@ -355,6 +364,9 @@ bool rlb_table_header_v3(const struct health_header *hdr, size_t size);
  * number of rows freed.
  */
 int rlb_ledger_reclaim(struct store *s);
+/* rlb_ledger_reclaim(), unless a process of the host did in the last
+ * second (the segment's reclaim_ms). */
+void rlb_ledger_reclaim_due(struct store *s);
 /*
  * Move the ledger of from into to (rlb_table_move() does, after the
  * counts): rows keep their numbers, entries are taken with an exchange.

@@ -22,6 +22,7 @@ struct store *rlb_segment_store(size_t nreplicas)
 		return NULL;
 	s->shmid = -1;
 	s->fd = -1;
+	atomic_init(&s->fork_row, -1);
 	s->nreplicas = nreplicas;
 	for (size_t i = 0; i < nreplicas; i++)
 		atomic_init(&s->slot[i], HEALTH_NO_SLOT);

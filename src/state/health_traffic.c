@@ -69,8 +69,8 @@ static uint64_t owner_word(void)
 	start = proc_start(pid);
 	if (!start)
 		return 0; /* no /proc: no lease can be checked, none taken */
-	atomic_store(&me_owner, ((uint64_t)(uint32_t)pid << 32) |
-					(start & 0xffffffffu));
+	atomic_store(&me_owner,
+		     ((uint64_t)(uint32_t)pid << 32) | (start & 0xffffffffu));
 	if (!atomic_load(&me_pidns))
 		atomic_store(&me_pidns, rlb_dir_ns("pid") | 1);
 	while (!atomic_load(&me_image)) {
@@ -107,20 +107,32 @@ static bool row_alive(const struct health_row *w, uint64_t o)
 /* ------------------------------------------------------------------ */
 /* Entries */
 
-static size_t conn_home(uint64_t ino)
+/* The entries of segment m of nslots slots, and their number. */
+struct conns {
+	struct health_conn *e;
+	size_t n;
+};
+
+static struct conns conns_of(struct health_map *m, uint32_t nslots)
+{
+	return (struct conns){rlb_ledger_conns(m, nslots),
+			      HEALTH_CONNS_OF(nslots)};
+}
+
+static size_t conn_home(uint64_t ino, size_t n)
 {
 	uint64_t h = ino * 0x9e3779b97f4a7c15ULL;
 
-	return (size_t)((h ^ (h >> 31)) % HEALTH_CONNS);
+	return (size_t)((h ^ (h >> 31)) % n);
 }
 
 /* The entry holding ino along its probe window, or NULL. */
-static struct health_conn *conn_find(struct health_conn *conns, uint64_t ino)
+static struct health_conn *conn_find(struct conns t, uint64_t ino)
 {
-	size_t home = conn_home(ino);
+	size_t home = conn_home(ino, t.n);
 
 	for (size_t k = 0; k < HEALTH_CONN_PROBE; k++) {
-		struct health_conn *e = &conns[(home + k) % HEALTH_CONNS];
+		struct health_conn *e = &t.e[(home + k) % t.n];
 
 		if (atomic_load_explicit(&e->ino, memory_order_acquire) == ino)
 			return e;
@@ -130,11 +142,10 @@ static struct health_conn *conn_find(struct health_conn *conns, uint64_t ino)
 
 /* An entry for ino: the one holding it, else a free one claimed; *made
  * when it was claimed now. NULL when the window is full. */
-static struct health_conn *conn_claim(struct health_conn *conns, uint64_t ino,
-				      bool *made)
+static struct health_conn *conn_claim(struct conns t, uint64_t ino, bool *made)
 {
-	size_t home = conn_home(ino);
-	struct health_conn *e = conn_find(conns, ino);
+	size_t home = conn_home(ino, t.n);
+	struct health_conn *e = conn_find(t, ino);
 
 	*made = false;
 	if (e)
@@ -142,7 +153,7 @@ static struct health_conn *conn_claim(struct health_conn *conns, uint64_t ino,
 	for (size_t k = 0; k < HEALTH_CONN_PROBE; k++) {
 		uint64_t zero = 0;
 
-		e = &conns[(home + k) % HEALTH_CONNS];
+		e = &t.e[(home + k) % t.n];
 		if (atomic_compare_exchange_strong(&e->ino, &zero, ino)) {
 			*made = true;
 			return e;
@@ -197,11 +208,11 @@ static bool conn_let_go(struct health_map *m, uint32_t nslots,
 static void row_free(struct health_map *m, uint32_t nslots, unsigned r)
 {
 	struct health_row *w = &rlb_ledger_rows(m, nslots)[r];
-	struct health_conn *conns = rlb_ledger_conns(m, nslots);
+	struct conns t = conns_of(m, nslots);
 
-	for (size_t k = 0; k < HEALTH_CONNS; k++)
-		if (atomic_load_explicit(&conns[k].ino, memory_order_relaxed))
-			conn_let_go(m, nslots, &conns[k], r);
+	for (size_t k = 0; k < t.n; k++)
+		if (atomic_load_explicit(&t.e[k].ino, memory_order_relaxed))
+			conn_let_go(m, nslots, &t.e[k], r);
 	atomic_store(&w->pidns, 0);
 	atomic_store(&w->image, 0);
 	atomic_store_explicit(&w->owner, 0, memory_order_release);
@@ -217,6 +228,24 @@ static bool row_reclaim(struct health_map *m, uint32_t nslots, unsigned r,
 		return false;
 	row_free(m, nslots, r);
 	return true;
+}
+
+/* A free row claimed in this process's name with image `image`: its
+ * number, or -1. */
+static int row_claim(struct store *s, uint64_t o, uint64_t image)
+{
+	struct health_row *rows = rlb_ledger_rows(s->map, s->nslots);
+
+	for (unsigned r = 0; r < HEALTH_ROWS; r++) {
+		uint64_t zero = 0;
+
+		if (atomic_compare_exchange_strong(&rows[r].owner, &zero, o)) {
+			atomic_store(&rows[r].image, image);
+			atomic_store(&rows[r].pidns, atomic_load(&me_pidns));
+			return (int)r;
+		}
+	}
+	return -1;
 }
 
 /*
@@ -249,15 +278,8 @@ static int row_of(struct store *s)
 		else /* this process before an exec(): its image is gone */
 			row_reclaim(s->map, s->nslots, r, w);
 	}
-	for (unsigned r = 0; mine < 0 && r < HEALTH_ROWS; r++) {
-		uint64_t zero = 0;
-
-		if (atomic_compare_exchange_strong(&rows[r].owner, &zero, o)) {
-			atomic_store(&rows[r].image, image);
-			atomic_store(&rows[r].pidns, atomic_load(&me_pidns));
-			mine = (int)r;
-		}
-	}
+	if (mine < 0)
+		mine = row_claim(s, o, image);
 	if (mine < 0)
 		return -1;
 	atomic_store(&s->row, mine);
@@ -279,8 +301,8 @@ static struct health_slot *traffic_slot(struct rlb_cluster *c, size_t i,
 	if (!s || s->readonly || i >= s->nreplicas || i >= c->nreplicas)
 		return NULL;
 	idx = atomic_load_explicit(&s->slot[i], memory_order_relaxed);
-	if (idx >= s->nslots || atomic_load(&s->map->slots[idx].key) !=
-					c->replicas[i].identity) {
+	if (idx >= s->nslots ||
+	    atomic_load(&s->map->slots[idx].key) != c->replicas[i].identity) {
 		long found = rlb_table_claim(s->map, s->nslots,
 					     c->replicas[i].identity);
 
@@ -316,7 +338,8 @@ bool rlb_health_conn_take(struct rlb_cluster *c, size_t i, uint64_t ino)
 
 	if (!ino || !(slot = traffic_slot(c, i, &s)) || (r = row_of(s)) < 0)
 		goto out;
-	e = conn_claim(rlb_ledger_conns(s->map, s->nslots), ino, &made);
+	rlb_ledger_reclaim_due(s);
+	e = conn_claim(conns_of(s->map, s->nslots), ino, &made);
 	if (!e)
 		goto out;
 	if (made) {
@@ -332,27 +355,53 @@ out:
 	return took;
 }
 
-bool rlb_health_conn_adopt(struct rlb_cluster *c, uint64_t ino)
+void rlb_health_conn_fork(struct rlb_cluster *c, uint64_t ino, int step)
 {
 	struct store *s = rlb_attach_check(c);
+	struct health_row *rows;
 	struct health_conn *e;
-	bool took = false;
 	int saved = errno, r;
+	uint64_t o;
 
-	if (!ino || !s || s->readonly || (r = row_of(s)) < 0)
+	if (!s || !s->map || s->readonly)
 		goto out;
-	e = conn_find(rlb_ledger_conns(s->map, s->nslots), ino);
-	/* Held by nobody any more: the connection is not counted, and an
-	 * adopter does not bring it back. */
-	if (!e || !atomic_load(&e->holders))
+	rows = rlb_ledger_rows(s->map, s->nslots);
+	if (step == 1) { /* the parent: the row is the child's now */
+		atomic_store(&s->fork_row, -1);
+		goto out;
+	}
+	if (step == 2) { /* the child: its own name on the row */
+		r = atomic_exchange(&s->fork_row, -1);
+		if (r < 0)
+			goto out;
+		o = atomic_load(&rows[r].owner);
+		atomic_store(&s->row_pid, 0); /* the parent's row is not ours */
+		if (!(owner_word()) ||
+		    !atomic_compare_exchange_strong(&rows[r].owner, &o,
+						    owner_word()))
+			goto out;
+		atomic_store(&rows[r].image, atomic_load(&me_image));
+		atomic_store(&rows[r].pidns, atomic_load(&me_pidns));
+		atomic_store(&s->row, r);
+		atomic_store_explicit(&s->row_pid, rlb_libc()->getpid(),
+				      memory_order_release);
+		goto out;
+	}
+	/* Before the fork: a row for the child, in the parent's name but
+	 * with another image, so that the parent never takes it for its
+	 * own; then the child holds ino from this moment. */
+	r = atomic_load(&s->fork_row);
+	if (r < 0 && (o = owner_word()) &&
+	    (r = row_claim(s, o, atomic_load(&me_image) ^ 2)) >= 0)
+		atomic_store(&s->fork_row, r);
+	if (r < 0 || !(e = conn_find(conns_of(s->map, s->nslots), ino)) ||
+	    !atomic_load(&e->holders))
 		goto out;
 	if (!(atomic_fetch_or(&e->mask[r / 64], 1ULL << (r % 64)) &
 	      (1ULL << (r % 64))))
 		atomic_fetch_add(&e->holders, 1);
-	took = true;
 out:
 	errno = saved;
-	return took;
 }
 
 void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino)
@@ -366,7 +415,7 @@ void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino)
 	for (int tries = 0; tries < 2 && s && !s->readonly; tries++) {
 		if ((r = row_of(s)) < 0)
 			break;
-		e = conn_find(rlb_ledger_conns(s->map, s->nslots), ino);
+		e = conn_find(conns_of(s->map, s->nslots), ino);
 		if (e) {
 			conn_let_go(s->map, s->nslots, e, (unsigned)r);
 			break;
@@ -374,6 +423,27 @@ void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino)
 		s = rlb_attach_now(c);
 	}
 	errno = saved;
+}
+
+/*
+ * Reclaim, if no process of the host did in the last second: what a
+ * short-lived process (a curl) does at its connect, where the follow of
+ * the state, once a second per process, would never come. A deadline
+ * further ahead than that (a process in another time namespace) is
+ * taken as due.
+ */
+void rlb_ledger_reclaim_due(struct store *s)
+{
+	int64_t now = rlb_monotonic_ms();
+	int64_t at = atomic_load_explicit(&s->map->hdr.reclaim_ms,
+					  memory_order_relaxed);
+
+	if (!s || !s->map || s->readonly ||
+	    (now < at && at - now <= 2 * HEALTH_FOLLOW_MS) ||
+	    !atomic_compare_exchange_strong(&s->map->hdr.reclaim_ms, &at,
+					    now + HEALTH_FOLLOW_MS))
+		return;
+	rlb_ledger_reclaim(s);
 }
 
 int rlb_ledger_reclaim(struct store *s)
@@ -405,8 +475,7 @@ int rlb_health_reclaim(struct rlb_cluster *c)
 	return n;
 }
 
-void rlb_health_in_flight(const struct rlb_cluster *c, size_t n,
-			  uint64_t *out)
+void rlb_health_in_flight(const struct rlb_cluster *c, size_t n, uint64_t *out)
 {
 	struct store *s = c->health ? rlb_attach_now(c) : NULL;
 
@@ -437,7 +506,7 @@ void rlb_health_traffic(const struct rlb_cluster *c, size_t i,
 			struct rlb_traffic *t)
 {
 	struct store *s = c->health ? rlb_attach_now(c) : NULL;
-	struct health_conn *conns;
+	struct conns conns;
 	struct health_row *rows;
 	uint64_t alive[HEALTH_ROW_WORDS] = {0}, id;
 	long idx;
@@ -464,15 +533,16 @@ void rlb_health_traffic(const struct rlb_cluster *c, size_t i,
 		if (o > 1 && row_alive(&rows[r], o))
 			alive[r / 64] |= 1ULL << (r % 64);
 	}
-	conns = rlb_ledger_conns(s->map, s->nslots);
-	for (size_t k = 0; k < HEALTH_CONNS; k++) {
+	conns = conns_of(s->map, s->nslots);
+	for (size_t k = 0; k < conns.n; k++) {
+		struct health_conn *e = &conns.e[k];
 		bool held = false;
 
-		if (!atomic_load_explicit(&conns[k].ino, memory_order_acquire) ||
-		    atomic_load(&conns[k].replica) != id)
+		if (!atomic_load_explicit(&e->ino, memory_order_acquire) ||
+		    atomic_load(&e->replica) != id)
 			continue;
 		for (unsigned w = 0; w < HEALTH_ROW_WORDS; w++)
-			held |= (atomic_load(&conns[k].mask[w]) & alive[w]) != 0;
+			held |= (atomic_load(&e->mask[w]) & alive[w]) != 0;
 		t->in_flight += held;
 	}
 out:
@@ -487,8 +557,8 @@ void rlb_ledger_move(struct health_map *from, uint32_t from_slots,
 {
 	struct health_row *fr = rlb_ledger_rows(from, from_slots);
 	struct health_row *tr = rlb_ledger_rows(to, to_slots);
-	struct health_conn *fc = rlb_ledger_conns(from, from_slots);
-	struct health_conn *tc = rlb_ledger_conns(to, to_slots);
+	struct conns fc = conns_of(from, from_slots);
+	struct conns tc = conns_of(to, to_slots);
 
 	/* Rows keep their numbers, which the entries' masks name. */
 	for (unsigned r = 0; r < HEALTH_ROWS; r++) {
@@ -500,8 +570,8 @@ void rlb_ledger_move(struct health_map *from, uint32_t from_slots,
 			atomic_store(&tr[r].pidns, atomic_load(&fr[r].pidns));
 		}
 	}
-	for (size_t k = 0; k < HEALTH_CONNS; k++) {
-		struct health_conn *e = &fc[k], *n;
+	for (size_t k = 0; k < fc.n; k++) {
+		struct health_conn *e = &fc.e[k], *n;
 		uint64_t ino = atomic_exchange(&e->ino, 0), holders;
 		bool made;
 

@@ -148,23 +148,28 @@ void rlb_health_traffic(const struct rlb_cluster *c, size_t i,
  * Connections open now to replicas 0..n-1 of c, host-wide, into out[]:
  * one load each (what least_request reads at every selection).
  */
-void rlb_health_in_flight(const struct rlb_cluster *c, size_t n,
-			  uint64_t *out);
+void rlb_health_in_flight(const struct rlb_cluster *c, size_t n, uint64_t *out);
 /* A connect to replica i established (ok) or failed: counted. */
 void rlb_health_count_connect(struct rlb_cluster *c, size_t i, bool ok);
 /*
  * The connection ledger. Take: the socket of inode ino starts a connect
  * to replica i; it is in flight until the last process that holds it lets
- * go. Adopt: this process holds it too (a forked child, a descriptor
- * received); false when nobody holds it any more. Drop: this process lets
- * go of it (its last descriptor closed, its connect failed). A process
- * that dies holding connections has them given back by a survivor:
- * rlb_health_reclaim(), which the once-a-second follow of the state
- * calls. All keep errno; none waits.
+ * go. Drop: this process lets go of it (its last descriptor closed, its
+ * connect failed). A process that dies holding connections has them
+ * given back by a survivor: rlb_health_reclaim(), which the once-a-second
+ * follow of the state calls.
+ *
+ * Fork, in three steps, so that a parent that closes its copy as soon as
+ * fork() returns never drops a connection its child still holds: before
+ * the fork (step 0) the parent claims a lease row for the child, still
+ * in its own name, and makes it a holder of ino; after it, the parent
+ * (step 1) forgets that row, and the child (step 2) takes it over in its
+ * own name. A fork that failed leaves the row to the parent until it
+ * exits. All keep errno; none waits.
  */
 bool rlb_health_conn_take(struct rlb_cluster *c, size_t i, uint64_t ino);
-bool rlb_health_conn_adopt(struct rlb_cluster *c, uint64_t ino);
 void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino);
+void rlb_health_conn_fork(struct rlb_cluster *c, uint64_t ino, int step);
 /* Give back what dead processes held: the number of rows freed. */
 int rlb_health_reclaim(struct rlb_cluster *c);
 

@@ -325,16 +325,16 @@ else
 fi
 
 expect "resolve -v: key parts and addresses" 0 "a b c
-  a errors=0 slowdowns=0 priority=1 policy_priority=0 addresses=dns
-  b errors=0 slowdowns=0 priority=1 policy_priority=1 addresses=dns
-  c errors=0 slowdowns=0 priority=1 policy_priority=2 addresses=dns" \
+  a errors=0 slowdowns=0 priority=1 policy_priority=0 in_flight=0 addresses=dns
+  b errors=0 slowdowns=0 priority=1 policy_priority=1 in_flight=0 addresses=dns
+  c errors=0 slowdowns=0 priority=1 policy_priority=2 in_flight=0 addresses=dns" \
 	ctl -c "$main" resolve -v ordered.cluster
 expect "resolve -v: ports, IPv6 and pinned addresses" 0 "h1 h1 2001:db8::7 h2 p1
-  h1:9000 errors=0 slowdowns=0 priority=1 policy_priority=0 addresses=dns
-  h1:9001 errors=0 slowdowns=0 priority=1 policy_priority=1 addresses=dns
-  [2001:db8::7]:9000 errors=0 slowdowns=0 priority=1 policy_priority=2 addresses=2001:db8::7
-  h2 errors=0 slowdowns=0 priority=1 policy_priority=3 addresses=dns
-  p1:5432 errors=0 slowdowns=0 priority=2 policy_priority=4 addresses=10.0.0.1,10.0.0.2" \
+  h1:9000 errors=0 slowdowns=0 priority=1 policy_priority=0 in_flight=0 addresses=dns
+  h1:9001 errors=0 slowdowns=0 priority=1 policy_priority=1 in_flight=0 addresses=dns
+  [2001:db8::7]:9000 errors=0 slowdowns=0 priority=1 policy_priority=2 in_flight=0 addresses=2001:db8::7
+  h2 errors=0 slowdowns=0 priority=1 policy_priority=3 in_flight=0 addresses=dns
+  p1:5432 errors=0 slowdowns=0 priority=2 policy_priority=4 in_flight=0 addresses=10.0.0.1,10.0.0.2" \
 	ctl -c "$main" resolve --verbose multi.cluster
 
 # --- hostname policies (clickhouse.md §9) -----------------
@@ -352,9 +352,9 @@ expect "TV08 longest_common_prefix" 0 "web-a2.us web-b10.eu db-a1.eu" \
 	ctl -c "$hosts" -H web-a1.eu resolve tv08-lcp
 expect "TV08 longest_common_suffix, -v priorities" 0 \
 	"db-a1.eu web-b10.eu web-a2.us
-  db-a1.eu errors=0 slowdowns=0 priority=1 policy_priority=-7 addresses=dns
-  web-b10.eu errors=0 slowdowns=0 priority=1 policy_priority=-3 addresses=dns
-  web-a2.us errors=0 slowdowns=0 priority=1 policy_priority=0 addresses=dns" \
+  db-a1.eu errors=0 slowdowns=0 priority=1 policy_priority=-7 in_flight=0 addresses=dns
+  web-b10.eu errors=0 slowdowns=0 priority=1 policy_priority=-3 in_flight=0 addresses=dns
+  web-a2.us errors=0 slowdowns=0 priority=1 policy_priority=0 in_flight=0 addresses=dns" \
 	ctl -c "$hosts" -H web-a1.eu resolve -v tv08-lcs
 run ctl -c "$hosts" -H web-a1.eu resolve -n 60 tv08-lev
 if [[ $rc == 0 &&
@@ -400,9 +400,9 @@ expect "in_order: a replica with an error goes to the back" 0 "b c a" \
 expect "record-error COUNT, HOST case-insensitive" 0 "" \
 	ctl -c "$main" record-error ORDERED.cluster. B 2
 expect "fewest errors first" 0 "c a b
-  c errors=0 slowdowns=0 priority=1 policy_priority=2 addresses=dns
-  a errors=1 slowdowns=0 priority=1 policy_priority=0 addresses=dns
-  b errors=2 slowdowns=0 priority=1 policy_priority=1 addresses=dns" \
+  c errors=0 slowdowns=0 priority=1 policy_priority=2 in_flight=0 addresses=dns
+  a errors=1 slowdowns=0 priority=1 policy_priority=0 in_flight=0 addresses=dns
+  b errors=2 slowdowns=0 priority=1 policy_priority=1 in_flight=0 addresses=dns" \
 	ctl -c "$main" resolve -v ordered.cluster
 expect "reset CLUSTER HOST" 0 "" ctl -c "$main" reset ordered.cluster a
 expect "reset of one replica leaves the others" 0 "a c b" \
@@ -450,11 +450,11 @@ json_one=$out json_one_rc=$rc
 # State is made at a cluster's first use: analytics.cluster has had none.
 expect "status table" 0 \
 	"CLUSTER analytics.cluster  policy nearest_hostname  state $state (absent)
-  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S
-  ch-01-1.dc1.example.net       -     1       0         0           0
-  ch-01-2.dc2.example.net    9440     1       0         0           0
-  2001:db8::7                9000     1       0         0           0
-  ch-01-3.dc3.example.net    9000     2       0         0           0" \
+  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S  CONNECTS  FAILURES IN_FLIGHT
+  ch-01-1.dc1.example.net       -     1       0         0           0         0         0         0
+  ch-01-2.dc2.example.net    9440     1       0         0           0         0         0         0
+  2001:db8::7                9000     1       0         0           0         0         0         0
+  ch-01-3.dc3.example.net    9000     2       0         0           0         0         0         0" \
 	ctl -c "$main" -H ch-01-1.dc1.example.net status ANALYTICS.cluster
 run ctl -c "$main" status
 if [[ $rc == 0 && $(grep -c '^CLUSTER ' <<<"$out") == 6 &&
@@ -518,9 +518,9 @@ printf 'clusters = ({ name = "fresh.cluster"; replicas = ("a", "b"); });\n' \
 files_before=$(ls -A "$REPLICALB_STATE_DIR")
 expect "status of a cluster without a state file" 0 \
 	"CLUSTER fresh.cluster  policy random  state $REPLICALB_STATE_DIR/fresh.cluster.state (absent)
-  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S
-  a                             -     1       0         0           0
-  b                             -     1       0         0           0" \
+  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S  CONNECTS  FAILURES IN_FLIGHT
+  a                             -     1       0         0           0         0         0         0
+  b                             -     1       0         0           0         0         0         0" \
 	ctl -c "$tmp/fresh.conf" status
 run ctl -c "$tmp/fresh.conf" status --json
 expect_sub='"state_file": "'"$REPLICALB_STATE_DIR"'/fresh.cluster.state", "state_file_use": "absent"'
@@ -543,21 +543,22 @@ rm -rf "$tmp/state.copy"
 cp -a "$REPLICALB_STATE_DIR" "$tmp/state.copy"
 mtimes_before=$(cd "$REPLICALB_STATE_DIR" && stat -c '%n %y %i' -- *)
 sleep 0.02
-# Recovery times count down with the clock: compared without them.
+# Recovery times count down with the clock: compared without them (and
+# without the traffic counts after them, all 0 here).
 run ctl -c "$main" status cap.cluster
 want="CLUSTER cap.cluster  policy in_order  state $REPLICALB_STATE_DIR/cap.cluster.state
-  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S
+  HOST                       PORT  PRIO  ERRORS SLOWDOWNS  RECOVERY_S  CONNECTS  FAILURES IN_FLIGHT
   x                             -     1       5         0
   y                             -     1       4         0"
-if [[ $rc == 0 && $(sed -E 's/ +[0-9]+$//' <<<"$out") == "$want" ]]; then
+if [[ $rc == 0 && $(sed -E 's/( +[0-9]+){4}$//' <<<"$out") == "$want" ]]; then
 	ok "status shows the recorded counts"
 else
 	not_ok "status shows the recorded counts" "status $rc" "stdout: $out" \
 		"wanted: $want" "stderr: $err"
 fi
 expect "resolve --peek -v shows the recorded counts" 0 "y x
-  y errors=4 slowdowns=0 priority=1 policy_priority=1 addresses=dns
-  x errors=5 slowdowns=0 priority=1 policy_priority=0 addresses=dns" \
+  y errors=4 slowdowns=0 priority=1 policy_priority=1 in_flight=0 addresses=dns
+  x errors=5 slowdowns=0 priority=1 policy_priority=0 in_flight=0 addresses=dns" \
 	ctl -c "$main" resolve --peek -v cap.cluster
 run ctl -c "$main" resolve --peek -n 3 rr.cluster
 peek_rr=$out

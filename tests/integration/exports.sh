@@ -5,7 +5,13 @@
 rlb_setup nocanary
 
 expected="close
+close_range
 connect
+dup
+dup2
+dup3
+fcntl
+fcntl64
 getaddrinfo
 gethostbyname
 gethostbyname2

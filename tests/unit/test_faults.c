@@ -60,6 +60,7 @@ enum step {
 	S_CONNECT_REFUSED,
 	S_CONNECT_NB,
 	S_CLOSE,
+	S_DUP,
 	S_OTHER,
 	S_NONVIRTUAL,
 	S_FQDN,
@@ -80,6 +81,7 @@ static const char *const step_names[] = {
 	"refused",
 	"nonblocking",
 	"close",
+	"descriptors",
 	"not a replica",
 	"not virtual",
 	"fqdn",
@@ -200,6 +202,10 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_setsockopt	      return fail_int(fail_err)
 #define FAIL_close	      return fail_after(real.close(fd), fail_err)
 #define FAIL_fcntl	      return fail_int(fail_err)
+#define FAIL_dup	      return fail_int(fail_err)
+#define FAIL_dup2	      return fail_int(fail_err)
+#define FAIL_dup3	      return fail_int(fail_err)
+#define FAIL_close_range      return fail_int(fail_err)
 #define FAIL_poll	      return fail_int(fail_err)
 #define FAIL_open	      return fail_int(fail_err)
 #define FAIL_openat	      return fail_int(fail_err)
@@ -270,6 +276,10 @@ static const int errnos[E_COUNT][MAX_ERRNOS] = {
 	[E_setsockopt] = {ENOMEM, ENOBUFS, ENOPROTOOPT, EINVAL, EPERM},
 	[E_close] = {EIO, EINTR, ENOSPC, EDQUOT},
 	[E_fcntl] = {ENOMEM, EINVAL, EINTR, EMFILE, ENOLCK},
+	[E_dup] = {EMFILE, EINTR},
+	[E_dup2] = {EBUSY, EINTR, EMFILE},
+	[E_dup3] = {EBUSY, EINTR, EMFILE},
+	[E_close_range] = {ENOMEM, EMFILE, EINVAL},
 	[E_poll] = {EINTR, ENOMEM, EINVAL},
 	[E_open] = {EMFILE, ENFILE, ENOMEM, EACCES, ENOENT, EINTR, ENOSPC,
 		    EROFS, EDQUOT, ELOOP, EEXIST, EPERM},
@@ -612,6 +622,45 @@ static void track_close(int fd)
 	syscall(SYS_close, fd);
 }
 
+/*
+ * The descriptor calls on a connection to replica 0 of c (fd): dup,
+ * fcntl F_DUPFD_CLOEXEC, dup3 and dup2 over one of them, close_range of the
+ * copies. Each fails only as its entry was made to; the connection
+ * stays in flight while any descriptor of it is open, and one copy
+ * counts once.
+ */
+static void dup_steps(int fd, struct rlb_cluster *c)
+{
+	uint64_t before, now;
+	int d1, d2, d3;
+
+	step = S_DUP;
+	rlb_health_in_flight(c, 1, &before);
+	d1 = rlb_track_dup(fd);
+	d2 = rlb_track_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if ((d1 < 0 || d2 < 0) && !fired_here(S_DUP))
+		problem("dup failed (%s) with no fault", strerror(errno));
+	d3 = d1 >= 0 && d2 >= 0 ? rlb_track_dup3(d1, d2, O_CLOEXEC, false) : -1;
+	if (d1 >= 0 && d2 >= 0 && d3 != d2 && !fired_here(S_DUP))
+		problem("dup3 failed (%s) with no fault", strerror(errno));
+	if (d1 >= 0 && d2 >= 0 && rlb_track_dup3(fd, d2, 0, true) != d2 &&
+	    !fired_here(S_DUP))
+		problem("dup2 failed (%s) with no fault", strerror(errno));
+	rlb_health_in_flight(c, 1, &now);
+	if (now != before)
+		problem("copies of one connection: in flight %llu, was %llu",
+			(unsigned long long)now, (unsigned long long)before);
+	if (d1 >= 0 && rlb_track_close_range(d1, d1, 0) != 0) {
+		if (!fired_here(S_DUP))
+			problem("close_range failed (%s) with no fault",
+				strerror(errno));
+		track_close(d1); /* as the program's next close would */
+	}
+	if (d2 >= 0)
+		track_close(d2);
+	step = S_DUP;
+}
+
 /* libc's answer to the question the program asks of a name not ours. */
 static int libc_rc;
 static struct sockaddr_in libc_addr;
@@ -805,6 +854,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 
 			if (a >= 0)
 				close(a);
+			dup_steps(fd, c);
 		} else if (!fired_here(s)) {
 			problem("good replica: rc %d errno %d", rc, errno);
 		}

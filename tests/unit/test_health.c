@@ -8,8 +8,10 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -34,11 +36,12 @@
 #include "engine/engine.h"
 
 /* The largest file the tests read (a name file is one short line). */
-/* The connection ledger after the slots: 256 rows of 32 bytes, 1024
- * entries of 64 (design.md §12.13), written out, not taken from the code. */
-#define LEDGER_BYTES (256 * 32 + 1024 * 64)
-#define FILE_SIZE 4096
-#define NCHILDREN 8
+/* The connection ledger after n slots: 256 rows of 32 bytes, then
+ * entries of 64, 32 per slot, at least 256 (design.md §12.13), written
+ * out, not taken from the code. */
+#define LEDGER_BYTES(n) (256 * 32 + ((n)*32 < 256 ? 256 : (n)*32) * 64)
+#define FILE_SIZE	4096
+#define NCHILDREN	8
 /* Enough to overlap on two CPUs: 500 each rarely catches a lost update. */
 #define ADDS_PER_CHILD 50000
 
@@ -1022,8 +1025,8 @@ static void test_health_sized_to_cluster(void **state)
 	assert_true(id >= 0);
 	ds = segment_stat(id);
 	/* 8 slots of 64 bytes for 3 replicas (load factor <= 1/2), then
-	 * the ledger: 256 rows of 32 bytes, 1024 entries of 64. */
-	assert_int_equal(ds.shm_segsz, 128 + 8 * 64 + LEDGER_BYTES);
+	 * the ledger: 256 rows of 32 bytes, 256 entries of 64. */
+	assert_int_equal(ds.shm_segsz, 128 + 8 * 64 + LEDGER_BYTES(8));
 	assert_int_equal(ds.shm_perm.mode & 0777, 0600);
 	assert_int_equal(ds.shm_perm.uid, geteuid());
 	assert_int_equal(ds.shm_perm.cuid, geteuid());
@@ -1037,7 +1040,8 @@ static void test_health_sized_to_cluster(void **state)
 	id = named_segment(path, NULL);
 	assert_true(id >= 0);
 	assert_int_equal(segment_stat(id).shm_segsz,
-			 128 + 2 * RLB_MAX_REPLICAS * 64 + LEDGER_BYTES);
+			 128 + 2 * RLB_MAX_REPLICAS * 64 + 256 * 32 +
+				 16384 * 64);
 	cfg_free(big);
 }
 
@@ -1082,6 +1086,22 @@ static void test_health_attached_at_first_use(void **state)
 	cfg_free(cfg);
 }
 
+/*
+ * Cluster db reloaded with 10 replicas, the first of them "c" (one of the
+ * 3 before): 10 do not fit 8 slots at load 1/2, so a larger segment
+ * replaces the old one. Attached, pruning.
+ */
+static struct rlb_config *attach_grown(const char *dir)
+{
+	struct rlb_config *cfg = cfg_new_many(dir, "db", "r", 10);
+
+	free(cfg->clusters[0].replicas[0].host);
+	cfg->clusters[0].replicas[0].host = strdup("c");
+	cfg->clusters[0].replicas[0].identity = rlb_hash64("c", 1, 0);
+	attach_now(cfg, true);
+	return cfg;
+}
+
 static void test_health_grows_when_reload_adds_replicas(void **state)
 {
 	static const char *const hosts3[] = {"a", "b", "c"};
@@ -1097,17 +1117,13 @@ static void test_health_grows_when_reload_adds_replicas(void **state)
 	add_errors(a, 2, 5);
 	rlb_health_rr_next(a);
 	id1 = db_segment(f);
-	/* 10 replicas do not fit 8 slots at load 1/2: a larger segment. */
-	c2 = cfg_new_many(f->state, "db", "r", 10);
-	free(c2->clusters[0].replicas[0].host);
-	c2->clusters[0].replicas[0].host = strdup("c");
-	c2->clusters[0].replicas[0].identity = rlb_hash64("c", 1, 0);
-	attach_now(c2, true);
+	c2 = attach_grown(f->state);
 	b = &c2->clusters[0];
 	id2 = db_segment(f);
 	assert_true(id2 >= 0);
 	assert_int_not_equal(id1, id2);
-	assert_int_equal(segment_stat(id2).shm_segsz, 128 + 32 * 64 + LEDGER_BYTES);
+	assert_int_equal(segment_stat(id2).shm_segsz,
+			 128 + 32 * 64 + LEDGER_BYTES(32));
 	/* The old one goes once its last user detaches. */
 	assert_true(segment_removed(id1));
 	assert_int_equal(rlb_health_errors(b, 0, 1000, false), 5);
@@ -2840,6 +2856,221 @@ static void test_health_unattached_is_harmless(void **state)
 	rlb_health_detach(NULL);
 }
 
+/* ------------------------------------------------------------------ */
+/* Traffic counts and the connection ledger (design.md §12.13) */
+
+static uint64_t in_flight_of(const struct rlb_cluster *c, size_t i)
+{
+	uint64_t v[16] = {0};
+
+	assert_true(i < 16 && c->nreplicas <= 16);
+	rlb_health_in_flight(c, c->nreplicas, v);
+	return v[i];
+}
+
+static struct rlb_traffic traffic_of(const struct rlb_cluster *c, size_t i)
+{
+	struct rlb_traffic t;
+
+	rlb_health_traffic(c, i, &t);
+	return t;
+}
+
+/* Take, take again, drop: one connection, counted once, then none. */
+static void test_traffic_take_and_drop(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *other = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+
+	assert_true(rlb_health_conn_take(c, 1, 1001));
+	assert_true(rlb_health_conn_take(c, 1, 1001)); /* same socket */
+	assert_true(rlb_health_conn_take(c, 0, 1002));
+	assert_int_equal(in_flight_of(c, 1), 1);
+	assert_int_equal(in_flight_of(c, 0), 1);
+	/* Another attachment (another process's view) sees the same. */
+	assert_int_equal(in_flight_of(&other->clusters[0], 1), 1);
+	assert_int_equal(traffic_of(&other->clusters[0], 1).in_flight, 1);
+	rlb_health_count_connect(c, 1, true);
+	rlb_health_count_connect(c, 1, true);
+	rlb_health_count_connect(c, 1, false);
+	assert_int_equal(traffic_of(c, 1).connects, 2);
+	assert_int_equal(traffic_of(c, 1).failures, 1);
+	assert_int_equal(traffic_of(c, 0).connects, 0);
+	rlb_health_conn_drop(c, 1001);
+	rlb_health_conn_drop(c, 1001); /* a second drop changes nothing */
+	rlb_health_conn_drop(c, 4242); /* nor does an unknown socket's */
+	assert_int_equal(in_flight_of(c, 1), 0);
+	assert_int_equal(in_flight_of(c, 0), 1);
+	rlb_health_conn_drop(c, 1002);
+	assert_int_equal(in_flight_of(c, 0), 0);
+	assert_int_equal(traffic_of(c, 0).in_flight, 0);
+	/* Errors are not traffic: a reset leaves the counts. */
+	rlb_health_reset(c, SIZE_MAX);
+	assert_int_equal(traffic_of(c, 1).connects, 2);
+	cfg_free(cfg);
+	cfg_free(other);
+}
+
+/* Wait for one byte on fd (a child's signal), at most 5 s. */
+static void wait_byte(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char b;
+
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(read(fd, &b, 1), 1);
+}
+
+/*
+ * A forked child holds its parent's connections: the parent closing its
+ * copy as soon as fork() returns drops nothing while the child holds
+ * them; the child's exit gives them back, through a survivor's reclaim.
+ */
+static void test_traffic_fork_child_holds(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	int up[2], down[2], status;
+	pid_t pid;
+
+	assert_true(rlb_health_conn_take(c, 0, 2001));
+	assert_true(rlb_health_conn_take(c, 0, 2002));
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	rlb_health_conn_fork(c, 2001, 0);
+	rlb_health_conn_fork(c, 2002, 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char b;
+
+		rlb_health_conn_fork(c, 2001, 2);
+		rlb_health_conn_fork(c, 2002, 2);
+		/* Let go of one, then wait to be told to die holding the
+		 * other. */
+		if (read(down[0], &b, 1) != 1)
+			_exit(2);
+		rlb_health_conn_drop(c, 2001);
+		if (write(up[1], "d", 1) != 1 || read(down[0], &b, 1) != 1)
+			_exit(2);
+		_exit(0);
+	}
+	rlb_health_conn_fork(c, 2001, 1);
+	rlb_health_conn_fork(c, 2002, 1);
+	rlb_health_conn_drop(c, 2001);
+	rlb_health_conn_drop(c, 2002);
+	assert_int_equal(in_flight_of(c, 0), 2);
+	assert_int_equal(traffic_of(c, 0).in_flight, 2);
+	assert_int_equal(write(down[1], "x", 1), 1);
+	wait_byte(up[0]);
+	assert_int_equal(in_flight_of(c, 0), 1);
+	assert_int_equal(write(down[1], "x", 1), 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Dead: status sees it at once, the counter after a reclaim. */
+	assert_int_equal(traffic_of(c, 0).in_flight, 0);
+	assert_int_equal(in_flight_of(c, 0), 1);
+	assert_int_equal(rlb_health_reclaim(c), 1);
+	assert_int_equal(in_flight_of(c, 0), 0);
+	assert_int_equal(rlb_health_reclaim(c), 0);
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	cfg_free(cfg);
+}
+
+/* Children SIGKILLed holding connections: every one given back. */
+static void test_traffic_killed_holders_reclaimed(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	pid_t pids[4];
+	int up[2];
+
+	assert_int_equal(pipe(up), 0);
+	assert_true(rlb_health_conn_take(c, 1, 3000)); /* the parent's */
+	for (int k = 0; k < 4; k++) {
+		pids[k] = fork();
+		assert_true(pids[k] >= 0);
+		if (pids[k] == 0) {
+			for (uint64_t j = 0; j < 3; j++)
+				if (!rlb_health_conn_take(c, 1,
+							  3100 + 10 * k + j))
+					_exit(2);
+			if (write(up[1], "t", 1) != 1)
+				_exit(2);
+			pause();
+			_exit(0);
+		}
+	}
+	for (int k = 0; k < 4; k++)
+		wait_byte(up[0]);
+	assert_int_equal(in_flight_of(c, 1), 13);
+	assert_int_equal(traffic_of(c, 1).in_flight, 13);
+	for (int k = 0; k < 4; k++) {
+		kill(pids[k], SIGKILL);
+		assert_int_equal(waitpid(pids[k], NULL, 0), pids[k]);
+	}
+	assert_int_equal(traffic_of(c, 1).in_flight, 1);
+	assert_int_equal(rlb_health_reclaim(c), 4);
+	assert_int_equal(in_flight_of(c, 1), 1);
+	rlb_health_conn_drop(c, 3000);
+	assert_int_equal(in_flight_of(c, 1), 0);
+	close(up[0]), close(up[1]);
+	cfg_free(cfg);
+}
+
+/* A segment replaced by a larger one keeps traffic and ledger. */
+static void test_traffic_kept_when_segment_grows(void **state)
+{
+	static const char *const hosts3[] = {"a", "b", "c"};
+	struct fixture *f = *state;
+	struct rlb_config *c1 = attach1(f->state, "db", hosts3, 3, false);
+	struct rlb_config *c2;
+	struct rlb_cluster *a, *b;
+
+	a = &c1->clusters[0];
+	assert_true(rlb_health_conn_take(a, 2, 4001));
+	assert_true(rlb_health_conn_take(a, 2, 4002));
+	rlb_health_count_connect(a, 2, true);
+	rlb_health_count_connect(a, 2, false);
+	c2 = attach_grown(f->state);
+	b = &c2->clusters[0];
+	assert_int_equal(in_flight_of(b, 0), 2);
+	assert_int_equal(traffic_of(b, 0).in_flight, 2);
+	assert_int_equal(traffic_of(b, 0).connects, 1);
+	assert_int_equal(traffic_of(b, 0).failures, 1);
+	/* Let go in the new segment, and through the old attachment. */
+	rlb_health_conn_drop(b, 4001);
+	rlb_health_conn_drop(a, 4002);
+	assert_int_equal(in_flight_of(b, 0), 0);
+	cfg_free(c1);
+	cfg_free(c2);
+}
+
+/* A read-only look takes nothing and counts nothing. */
+static void test_traffic_readonly_writes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_config *ro = cfg_new(f->state, "db", hosts_ab, 2);
+	struct rlb_cluster *r;
+
+	assert_true(rlb_health_conn_take(&cfg->clusters[0], 0, 5001));
+	rlb_health_attach_all_readonly(ro);
+	r = &ro->clusters[0];
+	assert_int_equal(traffic_of(r, 0).in_flight, 1);
+	assert_false(rlb_health_conn_take(r, 0, 5002));
+	rlb_health_count_connect(r, 0, true);
+	rlb_health_conn_drop(r, 5001);
+	assert_int_equal(in_flight_of(&cfg->clusters[0], 0), 1);
+	assert_int_equal(traffic_of(&cfg->clusters[0], 0).connects, 0);
+	cfg_free(ro);
+	cfg_free(cfg);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -2902,6 +3133,11 @@ int main(void)
 		T(test_health_unattached_is_harmless),
 		T(test_health_readonly_reads_and_writes_nothing),
 		T(test_health_readonly_creates_nothing),
+		T(test_traffic_take_and_drop),
+		T(test_traffic_fork_child_holds),
+		T(test_traffic_killed_holders_reclaimed),
+		T(test_traffic_kept_when_segment_grows),
+		T(test_traffic_readonly_writes_nothing),
 	};
 
 	/* RLB_TEST_FILTER=PATTERN runs only the matching tests. */

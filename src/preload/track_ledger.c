@@ -1,0 +1,299 @@
+/* preload/track_ledger.c - the process's side of the connection ledger
+ * (design.md §11.8): which descriptors are connections to a replica, as
+ * open file descriptions, from their connect to the last close in this
+ * process; the host-wide counts (state/health_traffic.c) hear of each
+ * take and drop through the owner's traffic op.
+ *
+ * Lock-free, so that a close() in a signal handler never waits: a
+ * description is claimed by a compare-and-swap of its inode, shared by
+ * the descriptors that dup() made with an atomic reference count, and
+ * let go by the one that drops the count to zero. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/mman.h>
+
+#include "preload/track_internal.h"
+
+#define LEDGER_FDS   65536 /* descriptors tracked: as the pending table */
+#define LEDGER_DESCS 4096  /* connections one process holds, counted */
+
+/* A connection to a replica, as this process holds it. */
+struct ledger_desc {
+	_Atomic uint64_t ino;  /* its socket's inode; 0: free */
+	_Atomic uint32_t refs; /* descriptors of this process on it */
+	_Atomic bool counted;  /* in flight, host-wide, for owners */
+	_Atomic uint32_t n;    /* owners */
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+};
+
+struct ledger {
+	_Atomic uint32_t fd_desc[LEDGER_FDS]; /* index + 1; 0: none */
+	struct ledger_desc descs[LEDGER_DESCS];
+};
+
+static struct ledger *_Atomic ledger;
+/* Descriptions claimed; while 0, a close() looks at nothing. */
+atomic_uint rlb_ledger_count;
+
+/* The table, mapped at the first connect to a replica; NULL: no memory. */
+static struct ledger *ledger_get(bool make)
+{
+	struct ledger *l = atomic_load_explicit(&ledger, memory_order_acquire);
+	struct ledger *expected = NULL;
+	void *m;
+
+	if (l || !make)
+		return l;
+	m = rlb_libc()->mmap(NULL, sizeof(struct ledger),
+			     PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&ledger, &expected, m)) {
+		rlb_libc()->munmap(m, sizeof(struct ledger));
+		return expected;
+	}
+	return m;
+}
+
+/* Hand the event to the owner (nothing when none is registered). */
+static void tell(const struct rlb_owner *owners, size_t n, uint64_t ino,
+		 enum rlb_conn_event ev)
+{
+	const struct rlb_track_ops *o = rlb_pending_ops();
+
+	if (n && o && o->traffic)
+		o->traffic(owners, n, ino, ev);
+}
+
+/* d's owners into out: their number. */
+static size_t desc_owners(struct ledger_desc *d, struct rlb_owner *out)
+{
+	size_t n = atomic_load_explicit(&d->n, memory_order_acquire);
+
+	if (n > RLB_MAX_OWNERS)
+		n = RLB_MAX_OWNERS;
+	memcpy(out, d->owners, n * sizeof(*out));
+	return n;
+}
+
+/* The connection of d is no longer in flight for its owners. */
+static void desc_uncount(struct ledger_desc *d)
+{
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	size_t n;
+
+	if (!atomic_exchange(&d->counted, false))
+		return;
+	n = desc_owners(d, owners);
+	tell(owners, n, atomic_load(&d->ino), RLB_CONN_DROP);
+}
+
+/* One descriptor less on description idx (index + 1). */
+static void desc_unref(struct ledger *l, uint32_t idx)
+{
+	struct ledger_desc *d;
+
+	if (!idx || idx > LEDGER_DESCS)
+		return;
+	d = &l->descs[idx - 1];
+	if (atomic_fetch_sub(&d->refs, 1) != 1)
+		return;
+	desc_uncount(d);
+	atomic_store(&d->n, 0);
+	atomic_store_explicit(&d->ino, 0, memory_order_release);
+	atomic_fetch_sub(&rlb_ledger_count, 1);
+}
+
+/* A free description claimed for ino: its index + 1, or 0. */
+static uint32_t desc_claim(struct ledger *l, uint64_t ino)
+{
+	size_t home = (size_t)((ino * 0x9e3779b97f4a7c15ULL) >> 52);
+
+	for (size_t k = 0; k < LEDGER_DESCS; k++) {
+		size_t i = (home + k) % LEDGER_DESCS;
+		uint64_t zero = 0;
+
+		if (atomic_load_explicit(&l->descs[i].ino,
+					 memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong(&l->descs[i].ino, &zero,
+						   ino)) {
+			atomic_store(&l->descs[i].refs, 1);
+			atomic_fetch_add(&rlb_ledger_count, 1);
+			return (uint32_t)i + 1;
+		}
+	}
+	return 0;
+}
+
+void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst)
+{
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	struct conn_policy pol;
+	struct ledger *l;
+	struct ledger_desc *d;
+	uint32_t idx, prev;
+	size_t n;
+
+	if (fd < 0 || fd >= LEDGER_FDS || !ino || !(l = ledger_get(true)) ||
+	    !(n = rlb_addr_owners(dst, owners, &pol)))
+		return;
+	idx = atomic_load(&l->fd_desc[fd]);
+	if (idx && atomic_load(&l->descs[idx - 1].ino) == ino) {
+		/* The same socket again: a failover moved it to another
+		 * replica, or it connects again after a failure. */
+		d = &l->descs[idx - 1];
+		desc_uncount(d);
+	} else {
+		if (!(idx = desc_claim(l, ino)))
+			return; /* full: this connection is not counted */
+		d = &l->descs[idx - 1];
+		prev = atomic_exchange(&l->fd_desc[fd], idx);
+		desc_unref(l, prev); /* closed behind our back, fd reused */
+	}
+	memcpy(d->owners, owners, n * sizeof(owners[0]));
+	atomic_store_explicit(&d->n, (uint32_t)n, memory_order_release);
+	atomic_store(&d->counted, true);
+	tell(owners, n, ino, RLB_CONN_TAKE);
+}
+
+void rlb_ledger_count_connect(const struct dest *dst, bool ok)
+{
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	struct conn_policy pol;
+	size_t n = rlb_addr_owners(dst, owners, &pol);
+
+	tell(owners, n, 0, ok ? RLB_CONN_ESTABLISHED : RLB_CONN_FAILED);
+}
+
+void rlb_ledger_failed(int fd)
+{
+	struct ledger *l = ledger_get(false);
+	uint32_t idx;
+
+	if (!l || fd < 0 || fd >= LEDGER_FDS ||
+	    !(idx = atomic_load(&l->fd_desc[fd])))
+		return;
+	desc_uncount(&l->descs[idx - 1]);
+}
+
+void rlb_ledger_close(int fd)
+{
+	struct ledger *l = ledger_get(false);
+
+	if (!l || fd < 0 || fd >= LEDGER_FDS ||
+	    !atomic_load_explicit(&l->fd_desc[fd], memory_order_relaxed))
+		return;
+	desc_unref(l, atomic_exchange(&l->fd_desc[fd], 0));
+}
+
+void rlb_ledger_dup(int oldfd, int newfd)
+{
+	struct ledger *l = ledger_get(false);
+	uint32_t idx = 0;
+
+	if (!l || newfd < 0 || newfd >= LEDGER_FDS || oldfd == newfd)
+		return;
+	if (oldfd >= 0 && oldfd < LEDGER_FDS &&
+	    (idx = atomic_load(&l->fd_desc[oldfd])))
+		atomic_fetch_add(&l->descs[idx - 1].refs, 1);
+	/* dup2() over a descriptor closes it first. */
+	desc_unref(l, atomic_exchange(&l->fd_desc[newfd], idx));
+}
+
+void rlb_ledger_close_range(unsigned first, unsigned last)
+{
+	struct ledger *l = ledger_get(false);
+
+	if (!l)
+		return;
+	for (unsigned fd = first; fd <= last && fd < LEDGER_FDS; fd++)
+		if (atomic_load_explicit(&l->fd_desc[fd], memory_order_relaxed))
+			desc_unref(l, atomic_exchange(&l->fd_desc[fd], 0));
+}
+
+bool rlb_ledger_has(int fd)
+{
+	struct ledger *l = ledger_get(false);
+
+	return l && fd >= 0 && fd < LEDGER_FDS &&
+	       atomic_load_explicit(&l->fd_desc[fd], memory_order_relaxed);
+}
+
+void rlb_track_ledger_fork(int step)
+{
+	static const enum rlb_conn_event ev[] = {RLB_CONN_FORK, RLB_CONN_FORKED,
+						 RLB_CONN_CHILD};
+	struct ledger *l = ledger_get(false);
+
+	if (!l || !atomic_load(&rlb_ledger_count) || step < 0 || step > 2)
+		return;
+	for (size_t i = 0; i < LEDGER_DESCS; i++) {
+		struct ledger_desc *d = &l->descs[i];
+		struct rlb_owner owners[RLB_MAX_OWNERS];
+		uint64_t ino = atomic_load(&d->ino);
+		size_t n;
+
+		if (!ino || !atomic_load(&d->counted))
+			continue;
+		n = desc_owners(d, owners);
+		tell(owners, n, ino, ev[step]);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Hook bodies */
+
+int rlb_track_dup(int fd)
+{
+	int rc = rlb_libc()->dup(fd), saved = errno;
+
+	if (rc >= 0 && rlb_ledger_has(fd) && !rlb_pending_in_vfork_child()) {
+		rlb_ledger_dup(fd, rc);
+		errno = saved;
+	}
+	return rc;
+}
+
+int rlb_track_dup3(int fd, int newfd, int flags, bool two)
+{
+	int rc = two ? rlb_libc()->dup2(fd, newfd)
+		     : rlb_libc()->dup3(fd, newfd, flags);
+	int saved = errno;
+
+	if (rc >= 0 && (rlb_ledger_has(fd) || rlb_ledger_has(rc)) &&
+	    !rlb_pending_in_vfork_child()) {
+		rlb_ledger_dup(fd, rc);
+		errno = saved;
+	}
+	return rc;
+}
+
+int rlb_track_fcntl(int fd, int cmd, long arg)
+{
+	int rc = rlb_libc()->fcntl(fd, cmd, arg);
+	int saved = errno;
+
+	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
+	    rlb_ledger_has(fd) && !rlb_pending_in_vfork_child()) {
+		rlb_ledger_dup(fd, rc);
+		errno = saved;
+	}
+	return rc;
+}
+
+int rlb_track_close_range(unsigned first, unsigned last, int flags)
+{
+	int rc = rlb_libc()->close_range(first, last, flags), saved = errno;
+
+	if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC) &&
+	    atomic_load_explicit(&rlb_ledger_count, memory_order_relaxed) &&
+	    !rlb_pending_in_vfork_child()) {
+		rlb_ledger_close_range(first, last);
+		errno = saved;
+	}
+	return rc;
+}
