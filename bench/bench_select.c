@@ -115,7 +115,8 @@ static struct rlb_config *build_config(const char *dir)
 			if (!c->replicas[i].host)
 				return NULL;
 		}
-		if (rlb_policy_precompute(c, LOCAL_HOST) < 0)
+		c->view = calloc(1, sizeof(*c->view));
+		if (!c->view || rlb_view_build(c->view, c, LOCAL_HOST) < 0)
 			return NULL;
 	}
 	return cfg;
@@ -130,7 +131,9 @@ static void free_config(struct rlb_config *cfg)
 		for (size_t i = 0; i < c->nreplicas; i++)
 			free(c->replicas[i].host);
 		free(c->replicas);
-		free(c->host_prio);
+		if (c->view)
+			rlb_view_free(c->view);
+		free(c->view);
 		free(c->name);
 	}
 	free(cfg->clusters);

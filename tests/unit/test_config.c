@@ -302,7 +302,7 @@ static void test_config_defaults(void **state)
 	assert_memory_equal(&c->s, &cfg->defaults, sizeof(c->s));
 	assert_null(c->local_hostname);
 	assert_int_equal(c->port, 0);
-	assert_null(c->host_prio);
+	assert_null(c->view);
 	assert_null(c->health);
 	assert_string_equal(c->file, "t.conf");
 	assert_int_equal(c->line, 1);
