@@ -8,7 +8,8 @@
 #include "state/state.h"
 
 /* ------------------------------------------------------------------ */
-/* policies.c, policy_hostname.c, policy_order.c, policy_random.c */
+/* policies.c, policy_hostname.c, policy_order.c, policy_random.c,
+ * policy_least_request.c */
 
 struct rlb_selection;
 struct rlb_cluster_view;
@@ -118,7 +119,7 @@ int rlb_policy_prepare(struct rlb_cluster_view *v, const struct rlb_cluster *c,
  */
 void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t turn,
 			   int64_t *out, size_t n, int64_t *min, int64_t *max);
-/* policy_random.c: priority 0 for every replica. */
+/* policy_random.c: priority 0 for every replica (random, least_request). */
 void rlb_policy_zero_priorities(const struct rlb_cluster *c,
 				const struct rlb_cluster_view *v, uint64_t turn,
 				int64_t *out, size_t n, int64_t *min,

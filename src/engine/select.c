@@ -724,7 +724,7 @@ static void weighted_ties(const struct rlb_cluster *c,
  * The in-flight counts of c's replicas 0 .. n-1, host-wide, into out[].
  * TO BE REPLACED by rlb_health_in_flight() (state.h) when the shared
  * traffic counts of issue 21 (deliverable 2) are on main: until then
- * every replica reads 0.
+ * every replica reads 0, and least_request orders as random does.
  */
 static void in_flight_now(const struct rlb_cluster *c, size_t n, uint64_t *out)
 {

@@ -14,7 +14,8 @@
  * Every policy, one row each: its enum tail, its ClickHouse name (the
  * config's load_balancing value) and the name of the engine's ops object
  * that implements it, rlb_policy_<ops>_ops (engine.h, design.md §3.4).
- * Same order as ClickHouse's LoadBalancing enum. The model knows a policy
+ * Same order as ClickHouse's LoadBalancing enum, least_request after its
+ * proposal (PR #109234). The model knows a policy
  * by its name only: what it needs and how it orders replicas is the
  * engine's. Adding a policy is one row here and one new file,
  * src/engine/policy_<family>.c, that defines its ops object (listed in
@@ -28,7 +29,8 @@
 	X(LCS, "hostname_longest_common_suffix", lcs)                          \
 	X(IN_ORDER, "in_order", in_order)                                      \
 	X(FIRST_OR_RANDOM, "first_or_random", first_or_random)                 \
-	X(ROUND_ROBIN, "round_robin", round_robin)
+	X(ROUND_ROBIN, "round_robin", round_robin)                             \
+	X(LEAST_REQUEST, "least_request", least_request)
 
 #define RLB_POLICY_ENUM(id, name, ops) RLB_POLICY_##id,
 enum rlb_policy {
@@ -65,6 +67,12 @@ struct rlb_settings {
 	int64_t dns_hold_nx;   /* s an NXDOMAIN keeps DNS members */
 	int64_t dns_refresh_floor_ms; /* DNS membership asked at most this
 				       * often (design.md §15) */
+	/* least_request (design.md §3.4): replicas drawn per pick, >= 1
+	 * (load_balancing_least_request_choice_count), and the exponent of
+	 * 1 / (in_flight + 1)^bias, >= 0
+	 * (load_balancing_least_request_active_request_bias). */
+	int64_t least_request_choices;
+	double least_request_bias;
 };
 
 /* An IP address literal, parsed once at config load. */

@@ -21,6 +21,7 @@ static const struct {
 } policy_aliases[] = {
 	{"lcp", RLB_POLICY_LCP},
 	{"lcs", RLB_POLICY_LCS},
+	{"leastconn", RLB_POLICY_LEAST_REQUEST}, /* HAProxy's */
 	{"levenshtein", RLB_POLICY_LEVENSHTEIN},
 };
 

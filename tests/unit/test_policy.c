@@ -31,6 +31,7 @@ static void test_policy_names_round_trip(void **state)
 		"in_order",
 		"first_or_random",
 		"round_robin",
+		"least_request",
 	};
 
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
@@ -49,7 +50,7 @@ static void test_policy_parse_rejects_inexact(void **state)
 	static const char *const bad[] = {
 		"",	     "Random",	      "RANDOM",
 		"nearest",   "round-robin",   "in_order ",
-		" in_order", "least_request", "first_or_random_",
+		" in_order", "Least_Request", "first_or_random_",
 	};
 	enum rlb_policy out = RLB_POLICY_ROUND_ROBIN;
 
@@ -85,6 +86,10 @@ static void test_policy_suggest_close_names(void **state)
 		{ "inorder", "in_order" },
 		{ "in_ordr", "in_order" },
 		{ "robin", "round_robin" },
+		{ "least-request", "least_request" },
+		{ "LeastRequest", "least_request" },
+		{ "leastconn", "least_request" },
+		{ "least_requests", "least_request" },
 	};
 	/* clang-format on */
 
@@ -100,15 +105,9 @@ static void test_policy_suggest_close_names(void **state)
 static void test_policy_suggest_nothing_close(void **state)
 {
 	static const char *const far[] = {
-		"xyzzy",
-		"abc",
-		"x",
-		"least_request",
-		"dns",
-		"fastest",
-		"______",
-		"!!!!",
-		"hostname_hostname_hostname_hostname_x",
+		"xyzzy",  "abc",  "x",
+		"fewest", "dns",  "fastest",
+		"______", "!!!!", "hostname_hostname_hostname_hostname_x",
 	};
 
 	assert_null(rlb_policy_suggest(NULL));
@@ -139,9 +138,12 @@ static void test_policy_ops_needs(void **state)
 				 p == RLB_POLICY_ROUND_ROBIN);
 		assert_int_equal(ops->static_classes,
 				 p != RLB_POLICY_ROUND_ROBIN);
-		/* None reads live load or picks after the sort yet. */
-		assert_false(ops->needs_load);
-		assert_null(ops->pick);
+		/* Only least_request reads live load, and only it picks
+		 * after the sort. */
+		assert_int_equal(ops->needs_load,
+				 p == RLB_POLICY_LEAST_REQUEST);
+		assert_int_equal(ops->pick != NULL,
+				 p == RLB_POLICY_LEAST_REQUEST);
 	}
 	/* Outside the enum: random's, never a crash. */
 	assert_ptr_equal(rlb_policy_ops(RLB_POLICY_COUNT),
