@@ -169,7 +169,7 @@ struct rlb_selection *rlb_selection_at(void *mem, size_t n);
  * advances the round-robin counter, unless `peek`, in which case nothing
  * shared changes. Fills sel (from rlb_selection_new(c->nreplicas)).
  * Needs c->health attached. A policy that needs_load reads the replicas'
- * in-flight counts from the shared state.
+ * in-flight counts from the shared state (rlb_health_in_flight()).
  */
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel);

@@ -720,17 +720,6 @@ static void weighted_ties(const struct rlb_cluster *c,
 	}
 }
 
-/*
- * The in-flight counts of c's replicas 0 .. n-1, host-wide, into out[].
- * TO BE REPLACED by rlb_health_in_flight() (state.h) when the shared
- * traffic counts of issue 21 (deliverable 2) are on main: until then
- * every replica reads 0, and least_request orders as random does.
- */
-static void in_flight_now(const struct rlb_cluster *c, size_t n, uint64_t *out)
-{
-	memset(out, 0, n * sizeof(*out));
-}
-
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel)
 {
@@ -772,7 +761,7 @@ void rlb_select_load(struct rlb_cluster *c, bool peek, int64_t now,
 	if (ops->needs_load && in_flight)
 		memcpy(sel->in_flight, in_flight, n * sizeof(*in_flight));
 	else if (ops->needs_load)
-		in_flight_now(c, n, sel->in_flight);
+		rlb_health_in_flight(c, n, sel->in_flight);
 	ops->priorities(c, v, rr_last, sel->policy_prio, n, &pmin, &pmax);
 	q.min = ord64(pmin);
 	q.max = ord64(pmax);

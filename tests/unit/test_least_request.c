@@ -283,12 +283,26 @@ static void test_least_request_peek_ranks_by_load(void **state)
 	fx_free(f);
 }
 
-/* Until the shared counts exist every replica reads 0: random's order. */
-static void test_least_request_without_counts_is_random(void **state)
+/*
+ * rlb_select() reads the counts from the shared state: connections taken
+ * through the ledger steer the pick, and dropping them gives every
+ * replica its chance again.
+ */
+static void test_least_request_reads_shared_counts(void **state)
 {
 	struct fx *f = lr_cluster(3, CHOICES(3));
 	int first[3] = {0};
 
+	assert_true(rlb_health_conn_take(f->c, 0, 9001));
+	assert_true(rlb_health_conn_take(f->c, 1, 9002));
+	for (int r = 0; r < 100; r++) {
+		rlb_select(f->c, false, NOW, f->sel);
+		assert_int_equal(f->sel->order[0], 2);
+		assert_int_equal(f->sel->in_flight[0], 1);
+		assert_int_equal(f->sel->in_flight[2], 0);
+	}
+	rlb_health_conn_drop(f->c, 9001);
+	rlb_health_conn_drop(f->c, 9002);
 	for (int r = 0; r < RUNS; r++) {
 		rlb_select(f->c, false, NOW, f->sel);
 		first[f->sel->order[0]]++;
@@ -344,7 +358,7 @@ int main(void)
 		cmocka_unit_test(test_least_request_any_positive_bias_ranks),
 		cmocka_unit_test(test_least_request_rest_by_load_then_random),
 		cmocka_unit_test(test_least_request_peek_ranks_by_load),
-		cmocka_unit_test(test_least_request_without_counts_is_random),
+		cmocka_unit_test(test_least_request_reads_shared_counts),
 		cmocka_unit_test(test_least_request_many_replicas),
 	};
 
