@@ -39,6 +39,8 @@ static const struct bench_case cases[] = {
 	{"random", RLB_POLICY_RANDOM, 3, 200000, TARGET_3_NS, false},
 	{"round_robin", RLB_POLICY_ROUND_ROBIN, 3, 200000, TARGET_3_NS, false},
 	{"in_order (peek)", RLB_POLICY_IN_ORDER, 3, 200000, TARGET_3_NS, true},
+	{"least_request", RLB_POLICY_LEAST_REQUEST, 3, 200000, TARGET_3_NS,
+	 false},
 	{"nearest_hostname", RLB_POLICY_NEAREST_HOSTNAME, 1000, 2000,
 	 TARGET_1000_NS, false},
 	{"hostname_levenshtein_distance", RLB_POLICY_LEVENSHTEIN, 1000, 2000,
@@ -48,6 +50,8 @@ static const struct bench_case cases[] = {
 	 false},
 	{"in_order (peek)", RLB_POLICY_IN_ORDER, 1000, 2000, TARGET_1000_NS,
 	 true},
+	{"least_request", RLB_POLICY_LEAST_REQUEST, 1000, 2000, TARGET_1000_NS,
+	 false},
 	{"random", RLB_POLICY_RANDOM, RLB_MAX_REPLICAS, 500, 0, false},
 };
 
@@ -97,6 +101,8 @@ static struct rlb_config *build_config(const char *dir)
 		c->name_hash = rlb_hash64(name, strlen(name), 0);
 		c->s.load_balancing = cases[k].policy;
 		c->s.half_life = 60;
+		c->s.least_request_choices = 2;
+		c->s.least_request_bias = 1.0;
 		c->s.error_cap = 1000;
 		c->nreplicas = cases[k].n;
 		c->replicas = calloc(c->nreplicas, sizeof(*c->replicas));
@@ -115,7 +121,8 @@ static struct rlb_config *build_config(const char *dir)
 			if (!c->replicas[i].host)
 				return NULL;
 		}
-		if (rlb_policy_precompute(c, LOCAL_HOST) < 0)
+		c->view = calloc(1, sizeof(*c->view));
+		if (!c->view || rlb_view_build(c->view, c, LOCAL_HOST) < 0)
 			return NULL;
 	}
 	return cfg;
@@ -130,7 +137,9 @@ static void free_config(struct rlb_config *cfg)
 		for (size_t i = 0; i < c->nreplicas; i++)
 			free(c->replicas[i].host);
 		free(c->replicas);
-		free(c->host_prio);
+		if (c->view)
+			rlb_view_free(c->view);
+		free(c->view);
 		free(c->name);
 	}
 	free(cfg->clusters);

@@ -383,7 +383,7 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 
 			/* A sink that skips replicas gets them one by one;
 			 * the snapshot knows when they all are literal. */
-			if (!sink->skip && c->all_literal)
+			if (!sink->skip && c->view && c->view->all_literal)
 				end = sel->n;
 			while (!sink->skip && end < sel->n &&
 			       literal_answers(&c->replicas[sel->order[end]],

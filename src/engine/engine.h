@@ -1,10 +1,131 @@
-/* engine/engine.h - selection (select.c), the snapshot a process selects
- * from and the error model (snapshot.c), and the answer for a virtual name
- * that every consumer formats (answer.c). */
+/* engine/engine.h - the policies (policies.c and one file per family,
+ * policy_*.c), selection (select.c), the snapshot a process selects from,
+ * its per-cluster views and the error model (snapshot.c), and the answer
+ * for a virtual name that every consumer formats (answer.c). */
 #ifndef RLB_ENGINE_H
 #define RLB_ENGINE_H
 
 #include "state/state.h"
+
+/* ------------------------------------------------------------------ */
+/* policies.c, policy_hostname.c, policy_order.c, policy_random.c,
+ * policy_least_request.c */
+
+struct rlb_selection;
+struct rlb_cluster_view;
+
+/*
+ * How one policy orders replicas (design.md §3.4): what it needs, so that
+ * no caller tests for a policy by name and a policy that does not need a
+ * thing never pays for it, and its two steps. One object per enum
+ * rlb_policy, defined in its family's file and named by its row of
+ * RLB_POLICY_LIST (model.h).
+ */
+struct rlb_policy_ops {
+	/* Compares host names: the snapshot finds the local hostname
+	 * (design.md §3.2) and keeps host_priority() of every replica in
+	 * the view; DNS members get reverse names (members.c). */
+	bool needs_hostname;
+	/* Takes a turn of the cluster's shared counter every selection
+	 * (a peek reads it). */
+	bool needs_counter;
+	/* Reads the replicas' in-flight counts every selection
+	 * (rlb_selection.in_flight). */
+	bool needs_load;
+	/* Its priorities are the same for every selection of a snapshot:
+	 * the view keeps the replicas by class of priority, which a
+	 * healthy selection over many replicas only shuffles (select.c). */
+	bool static_classes;
+	/* needs_hostname: policy_priority of a replica whose host string is
+	 * host, against local hostname local (never NULL; may be ""). */
+	int64_t (*host_priority)(const char *local, const char *host);
+	/*
+	 * policy_priority(i) of design.md §3.1 for replicas 0 .. n-1 of c
+	 * (n <= c->nreplicas, n > 0) into out[], and the smallest and
+	 * largest of them into *min and *max (the selection packs keys by
+	 * their range; it need not read them back). v: c's view (during
+	 * its own building: without classes). turn: L = counter mod N
+	 * (needs_counter; else 0).
+	 */
+	void (*priorities)(const struct rlb_cluster *c,
+			   const struct rlb_cluster_view *v, uint64_t turn,
+			   int64_t *out, size_t n, int64_t *min, int64_t *max);
+	/*
+	 * NULL, or a step after the sort: reorder sel->order[0 .. n) (n <=
+	 * sel->n), sorted by the key of design.md §3 with ties at random.
+	 * ignored: max_ignored_errors, for rlb_selection_tied(). Reads only
+	 * sel and c's settings; draws only this thread's random numbers.
+	 */
+	void (*pick)(const struct rlb_cluster *c, struct rlb_selection *sel,
+		     size_t n, uint64_t ignored);
+};
+
+/* The ops objects, one per row of RLB_POLICY_LIST. */
+#define RLB_POLICY_OPS_DECLARE(id, name, ops)                                  \
+	extern const struct rlb_policy_ops rlb_policy_##ops##_ops;
+RLB_POLICY_LIST(RLB_POLICY_OPS_DECLARE)
+#undef RLB_POLICY_OPS_DECLARE
+
+/* The ops of policy p (random's for a value outside the enum). */
+const struct rlb_policy_ops *rlb_policy_ops(enum rlb_policy p);
+
+/* A word of rlb_cluster_view.fast_v4: set for a replica with one IPv4
+ * literal. */
+#define RLB_FAST_V4 (UINT64_C(1) << 48)
+
+/*
+ * What the engine derives from one cluster for one snapshot, kept beside
+ * the config rather than in it: the parsed config stays as it was read,
+ * and a copy of a cluster never carries another snapshot's arrays. Built
+ * by rlb_view_build(), owned by the snapshot (rlb_cluster.view points to
+ * it); read-only once built, but for track_stamps.
+ */
+struct rlb_cluster_view {
+	const struct rlb_policy_ops *policy; /* of c->s.load_balancing */
+	/* needs_hostname: each replica's priority, and their range. */
+	int64_t *host_prio;
+	int64_t host_prio_min, host_prio_max;
+	/* static_classes: the replicas by policy priority, index order
+	 * within one, and where each of the nclasses classes of equal
+	 * priority ends; else NULL. */
+	uint32_t *class_order;
+	uint32_t *class_ends;
+	size_t nclasses;
+	/*
+	 * The hot path's view of the replicas, contiguous where the
+	 * replicas are not (a selection visits them in a random order):
+	 * fast_v4[i] is RLB_FAST_V4 | port << 32 | address (both in network
+	 * order; port 0: the caller's) for a replica whose one literal is
+	 * IPv4, else 0; all_literal: every replica answers from its
+	 * literals alone (none v4-mapped). track_stamps[i]: connect
+	 * tracking's record of replica i's latest handout (track_addrs.c).
+	 */
+	uint64_t *fast_v4;
+	bool all_literal;
+	bool one_priority; /* every replica has the same config priority */
+	_Atomic uint64_t *track_stamps;
+};
+
+/*
+ * The policy part of view v of cluster c (policies.c): v->policy, and
+ * host_prio (against local hostname local, never NULL) and the classes
+ * where the policy needs them. 0, or -ENOMEM with those left NULL.
+ */
+int rlb_policy_prepare(struct rlb_cluster_view *v, const struct rlb_cluster *c,
+		       const char *local);
+/*
+ * c's policy priorities for one selection: ops->priorities() with c's
+ * view (none: a parsed config, where a hostname policy gives 0s).
+ */
+void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t turn,
+			   int64_t *out, size_t n, int64_t *min, int64_t *max);
+/* policy_random.c: priority 0 for every replica (random, least_request). */
+void rlb_policy_zero_priorities(const struct rlb_cluster *c,
+				const struct rlb_cluster_view *v, uint64_t turn,
+				int64_t *out, size_t n, int64_t *min,
+				int64_t *max);
+/* policy_order.c: first_or_random's first replica, first_offset mod N. */
+size_t rlb_policy_first_index(const struct rlb_cluster *c);
 
 /* ------------------------------------------------------------------ */
 /* select.c */
@@ -29,6 +150,9 @@ struct rlb_selection {
 	uint64_t *errors;     /* n decayed counts, by replica index */
 	uint64_t *slowdowns;  /* n decayed slowdowns, by replica index */
 	int64_t *policy_prio; /* n policy priorities, by replica index */
+	/* n in-flight counts, by replica index: written only for a policy
+	 * that needs_load, the rest of the time left as they were. */
+	uint64_t *in_flight;
 };
 
 /* One malloc holding a selection for n replicas; free() it. NULL: ENOMEM. */
@@ -44,10 +168,26 @@ struct rlb_selection *rlb_selection_at(void *mem, size_t n);
  * One selection (design.md §3) on cluster c at time now: applies decay and
  * advances the round-robin counter, unless `peek`, in which case nothing
  * shared changes. Fills sel (from rlb_selection_new(c->nreplicas)).
- * Needs c->health attached.
+ * Needs c->health attached. A policy that needs_load reads the replicas'
+ * in-flight counts from the shared state (rlb_health_in_flight()).
  */
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel);
+/*
+ * rlb_select() with the in-flight counts given: in_flight[i] is replica
+ * i's connections open now, host-wide, for i < min(c->nreplicas,
+ * sel->n) (NULL: read them, as rlb_select() does). Read only by a
+ * policy that needs_load; the counts are an input, never written.
+ */
+void rlb_select_load(struct rlb_cluster *c, bool peek, int64_t now,
+		     const uint64_t *in_flight, struct rlb_selection *sel);
+/*
+ * Whether replicas a and b of a sorted selection tie on every field of
+ * the key before the random one (ignored: max_ignored_errors).
+ */
+bool rlb_selection_tied(const struct rlb_cluster *c,
+			const struct rlb_selection *sel, uint64_t ignored,
+			uint32_t a, uint32_t b);
 
 /* ------------------------------------------------------------------ */
 /* snapshot.c */
@@ -58,15 +198,16 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
  * here; shared by reference count (the runtime's threads, replicalbctl).
  */
 struct rlb_snapshot {
-	struct rlb_config *cfg; /* owned; clusters have host_prio, health */
+	struct rlb_config *cfg; /* owned; its clusters have views, health */
+	struct rlb_cluster_view *views; /* one per cluster of cfg, owned */
 	atomic_uint refs;
 };
 
 /*
- * Take ownership of cfg and make it ready: each cluster's hostname
- * priorities (against its local_hostname, else cfg's, else fqdn(),
- * called only when a hostname policy needs it; fqdn may be NULL for "")
- * and its shared health (prune: drop the state of replicas no longer in
+ * Take ownership of cfg and make it ready: each cluster's view (its
+ * policy's priorities against its local_hostname, else cfg's, else
+ * fqdn(), called only when a policy needs_hostname; fqdn may be NULL for
+ * "") and its shared health (prune: drop the state of replicas no longer in
  * the config). Returns the snapshot with refs = 1, or NULL with errno
  * ENOMEM (cfg is freed).
  */
@@ -80,6 +221,14 @@ struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
 struct rlb_snapshot *rlb_snapshot_new_readonly(struct rlb_config *cfg,
 					       const char *(*fqdn)(void));
 void rlb_snapshot_get(struct rlb_snapshot *snap);
+/*
+ * Build view v of cluster c, its policy's part against local hostname
+ * local (NULL: ""); does not set c->view. 0, or -ENOMEM with v empty.
+ * Free with rlb_view_free(), which empties v (a zeroed v is fine).
+ */
+int rlb_view_build(struct rlb_cluster_view *v, const struct rlb_cluster *c,
+		   const char *local);
+void rlb_view_free(struct rlb_cluster_view *v);
 /* Drop one reference; the last detaches health and frees everything. */
 void rlb_snapshot_put(struct rlb_snapshot *snap);
 

@@ -371,7 +371,7 @@ static size_t detail_questions(const struct rlb_cluster *c,
 			       struct rlb_members_answer *a, size_t *from,
 			       size_t *ptrs, struct detail *d, uint8_t *bufs)
 {
-	bool names = rlb_policy_uses_hostname(c->s.load_balancing);
+	bool names = rlb_policy_ops(c->s.load_balancing)->needs_hostname;
 	size_t n = 0;
 
 	for (; *from < a->n && n + 2 <= DETAIL_CHUNK; (*from)++) {

@@ -23,7 +23,7 @@
 
 size_t rlb_selection_size(size_t n)
 {
-	size_t per = 2 * sizeof(uint64_t) + sizeof(int64_t) + sizeof(uint32_t);
+	size_t per = 3 * sizeof(uint64_t) + sizeof(int64_t) + sizeof(uint32_t);
 
 	if (n > (SIZE_MAX - sizeof(struct rlb_selection)) / per)
 		return 0;
@@ -39,7 +39,8 @@ struct rlb_selection *rlb_selection_at(void *mem, size_t n)
 	sel->errors = (uint64_t *)(sel + 1);
 	sel->slowdowns = sel->errors + n;
 	sel->policy_prio = (int64_t *)(sel->slowdowns + n);
-	sel->order = (uint32_t *)(sel->policy_prio + n);
+	sel->in_flight = (uint64_t *)(sel->policy_prio + n);
+	sel->order = (uint32_t *)(sel->in_flight + n);
 	return sel;
 }
 
@@ -551,6 +552,7 @@ static void shuffle(uint32_t *o, size_t len, uint32_t *draws, size_t *at,
  * sorting a thousand draws. qmin and wq: the priorities' range.
  */
 static void shuffle_classes(const struct rlb_cluster *c,
+			    const struct rlb_cluster_view *v,
 			    struct rlb_selection *sel, size_t n, uint64_t qmin,
 			    unsigned wq)
 {
@@ -559,10 +561,10 @@ static void shuffle_classes(const struct rlb_cluster *c,
 	const uint32_t *ends = count;
 	size_t classes = 0, left, at = 0, avail = 0;
 
-	if (c->class_order && n == c->nreplicas) {
-		memcpy(sel->order, c->class_order, n * sizeof(*sel->order));
-		ends = c->class_ends;
-		classes = c->nclasses;
+	if (v->class_order && n == c->nreplicas) {
+		memcpy(sel->order, v->class_order, n * sizeof(*sel->order));
+		ends = v->class_ends;
+		classes = v->nclasses;
 	} else {
 		memset(count, 0, ((1u << wq) + 1) * sizeof(count[0]));
 		for (size_t i = 0; i < n; i++)
@@ -589,6 +591,7 @@ static void shuffle_classes(const struct rlb_cluster *c,
  * the low bits), into a (2n uint64s). False if it does not fit 64 bits.
  */
 static bool select_packed(const struct rlb_cluster *c,
+			  const struct rlb_cluster_view *view,
 			  struct rlb_selection *sel, size_t n, uint64_t ignored,
 			  bool counts_decide, struct range q, uint64_t *a)
 {
@@ -604,12 +607,12 @@ static bool select_packed(const struct rlb_cluster *c,
 	 * by the policy's priority and the draw alone.
 	 */
 	/* The snapshot knows when they share one (a miss per replica). */
-	for (size_t i = 0; i < n && !differ && !c->one_priority; i++)
+	for (size_t i = 0; i < n && !differ && !view->one_priority; i++)
 		differ |= (uint64_t)(c->replicas[i].priority ^ prio0);
 	if (!differ) {
 		wq = range_bits(&q);
 		if (n >= SHUFFLE_MIN && wq <= MSD_MAX_BITS) {
-			shuffle_classes(c, sel, n, q.min, wq);
+			shuffle_classes(c, view, sel, n, q.min, wq);
 			return true;
 		}
 		if (wq + RANDOM_BITS + wpos > 64)
@@ -661,10 +664,9 @@ sort:
 /* Ties of a weighted cluster ordered by weight this far into a run. */
 #define WEIGHTED_PICKS 64
 
-/* Whether replicas a and b tie on every key field but the random one. */
-static bool same_rank(const struct rlb_cluster *c,
-		      const struct rlb_selection *sel, uint64_t ignored,
-		      uint32_t a, uint32_t b)
+bool rlb_selection_tied(const struct rlb_cluster *c,
+			const struct rlb_selection *sel, uint64_t ignored,
+			uint32_t a, uint32_t b)
 {
 	uint64_t ea = sel->errors[a] > ignored ? sel->errors[a] - ignored : 0;
 	uint64_t eb = sel->errors[b] > ignored ? sel->errors[b] - ignored : 0;
@@ -708,9 +710,9 @@ static void weighted_ties(const struct rlb_cluster *c,
 			  struct rlb_selection *sel, size_t n, uint64_t ignored)
 {
 	for (size_t lo = 0, hi; lo < n; lo = hi) {
-		for (hi = lo + 1;
-		     hi < n &&
-		     same_rank(c, sel, ignored, sel->order[lo], sel->order[hi]);
+		for (hi = lo + 1; hi < n && rlb_selection_tied(c, sel, ignored,
+							       sel->order[lo],
+							       sel->order[hi]);
 		     hi++)
 			;
 		if (hi - lo > 1)
@@ -721,6 +723,15 @@ static void weighted_ties(const struct rlb_cluster *c,
 void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 		struct rlb_selection *sel)
 {
+	rlb_select_load(c, peek, now, NULL, sel);
+}
+
+/* A parsed config's cluster, not yet a snapshot's: no view. */
+static const struct rlb_cluster_view no_view;
+
+void rlb_select_load(struct rlb_cluster *c, bool peek, int64_t now,
+		     const uint64_t *in_flight, struct rlb_selection *sel)
+{
 	/* Room for the keys, or for the packed keys and their scratch. */
 	struct rlb_select_key stack_keys[STACK_KEYS];
 	struct rlb_select_key *keys = stack_keys;
@@ -730,6 +741,9 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 	int64_t pmin, pmax;
 	struct range q; /* of the policy priorities */
 	bool counts_decide;
+	const struct rlb_cluster_view *v = c->view ? c->view : &no_view;
+	const struct rlb_policy_ops *ops =
+		v->policy ? v->policy : rlb_policy_ops(c->s.load_balancing);
 
 	if (n == 0)
 		return;
@@ -738,12 +752,17 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 			  : 0;
 	counts_decide = !rlb_health_select_counts(c, n, now, peek, sel->errors,
 						  sel->slowdowns);
-	/* Only round_robin selections consume a turn of the counter. */
-	if (rlb_policy_uses_counter(c->s.load_balancing))
+	/* Only the policies that need them pay for the counter's turn and
+	 * for the live counts. */
+	if (ops->needs_counter)
 		rr_last =
 			(peek ? rlb_health_rr_peek(c) : rlb_health_rr_next(c)) %
 			c->nreplicas;
-	rlb_policy_priorities(c, rr_last, sel->policy_prio, n, &pmin, &pmax);
+	if (ops->needs_load && in_flight)
+		memcpy(sel->in_flight, in_flight, n * sizeof(*in_flight));
+	else if (ops->needs_load)
+		rlb_health_in_flight(c, n, sel->in_flight);
+	ops->priorities(c, v, rr_last, sel->policy_prio, n, &pmin, &pmax);
 	q.min = ord64(pmin);
 	q.max = ord64(pmax);
 	if (n > STACK_KEYS) {
@@ -754,12 +773,12 @@ void rlb_select(struct rlb_cluster *c, bool peek, int64_t now,
 			/* Out of memory: config order, never a crash. */
 			for (size_t i = 0; i < n; i++)
 				sel->order[i] = (uint32_t)i;
-			return;
+			goto out_pick;
 		}
 	}
 	_Static_assert(sizeof(struct rlb_select_key) >= 2 * sizeof(uint64_t),
 		       "the keys' room holds two packed keys per replica");
-	if (select_packed(c, sel, n, ignored, counts_decide, q,
+	if (select_packed(c, v, sel, n, ignored, counts_decide, q,
 			  (uint64_t *)keys))
 		goto out_keys;
 	for (size_t i = 0; i < n; i++) {
@@ -780,4 +799,7 @@ out_keys:
 		rlb_scratch_put(keys, cap);
 	if (c->weighted)
 		weighted_ties(c, sel, n, ignored);
+out_pick:
+	if (ops->pick)
+		ops->pick(c, sel, n, ignored);
 }

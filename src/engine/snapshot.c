@@ -1,6 +1,7 @@
-/* snapshot.c - a config made ready for selection: the parsed model, what is
- * derived from it (hostname priorities) and its attached health state,
- * built and freed in one place and shared by reference count. */
+/* snapshot.c - a config made ready for selection: the parsed model, the
+ * engine's view of each cluster (what its policy and the hot path derive
+ * from it) and its attached health state, built and freed in one place
+ * and shared by reference count. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -22,60 +23,73 @@ static const char *cluster_local(const struct rlb_config *cfg,
 	return fqdn ? fqdn() : "";
 }
 
-/* Undo everything rlb_snapshot_new() added to the model. */
-static void unprepare(struct rlb_config *cfg)
+void rlb_view_free(struct rlb_cluster_view *v)
 {
-	for (size_t i = 0; i < cfg->nclusters; i++) {
-		struct rlb_cluster *c = &cfg->clusters[i];
-
-		free(c->host_prio);
-		c->host_prio = NULL;
-		free(c->class_order);
-		c->class_order = NULL;
-		free(c->class_ends);
-		c->class_ends = NULL;
-		c->nclasses = 0;
-		free(c->fast_v4);
-		c->fast_v4 = NULL;
-		c->all_literal = false;
-		c->one_priority = false;
-		free((void *)c->track_stamps);
-		c->track_stamps = NULL;
-		rlb_health_detach(c->health);
-		c->health = NULL;
-	}
+	free(v->host_prio);
+	free(v->class_order);
+	free(v->class_ends);
+	free(v->fast_v4);
+	free((void *)v->track_stamps);
+	memset(v, 0, sizeof(*v));
 }
 
-/* The hot path's view of c's replicas (rlb_cluster.fast_v4). */
-static int prepare_fast(struct rlb_cluster *c)
+/* The hot path's words of c's replicas (rlb_cluster_view.fast_v4). */
+static int prepare_fast(struct rlb_cluster_view *v, const struct rlb_cluster *c)
 {
 	size_t n = c->nreplicas ? c->nreplicas : 1;
 
-	c->fast_v4 = calloc(n, sizeof(*c->fast_v4));
-	c->track_stamps = calloc(n, sizeof(*c->track_stamps));
-	if (!c->fast_v4 || !c->track_stamps)
-		return -1;
-	c->all_literal = c->nreplicas > 0;
-	c->one_priority = true;
+	v->fast_v4 = calloc(n, sizeof(*v->fast_v4));
+	v->track_stamps = calloc(n, sizeof(*v->track_stamps));
+	if (!v->fast_v4 || !v->track_stamps)
+		return -ENOMEM;
+	v->all_literal = c->nreplicas > 0;
+	v->one_priority = true;
 	for (size_t i = 0; i < c->nreplicas; i++) {
 		const struct rlb_replica *r = &c->replicas[i];
 		uint32_t a;
 
 		if (r->priority != c->replicas[0].priority)
-			c->one_priority = false;
+			v->one_priority = false;
 		if (r->nliteral == 0)
-			c->all_literal = false;
+			v->all_literal = false;
 		for (size_t k = 0; k < r->nliteral; k++)
 			if (rlb_addr_v4_mapped(&r->literal[k]))
-				c->all_literal = false;
+				v->all_literal = false;
 		if (r->nliteral != 1 || r->literal[0].family != AF_INET ||
 		    r->port < 0 || r->port > 65535)
 			continue;
 		memcpy(&a, r->literal[0].bytes, 4);
-		c->fast_v4[i] = RLB_FAST_V4 |
+		v->fast_v4[i] = RLB_FAST_V4 |
 				(uint64_t)htons((uint16_t)r->port) << 32 | a;
 	}
 	return 0;
+}
+
+int rlb_view_build(struct rlb_cluster_view *v, const struct rlb_cluster *c,
+		   const char *local)
+{
+	memset(v, 0, sizeof(*v));
+	if (rlb_policy_prepare(v, c, local ? local : "") < 0 ||
+	    prepare_fast(v, c) < 0) {
+		rlb_view_free(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Free snap and what it owns: cfg, the views, the health handles. */
+static void snapshot_free(struct rlb_snapshot *snap)
+{
+	struct rlb_config *cfg = snap->cfg;
+
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		rlb_health_detach(cfg->clusters[i].health);
+		if (snap->views)
+			rlb_view_free(&snap->views[i]);
+	}
+	free(snap->views);
+	rlb_config_free(cfg);
+	free(snap);
 }
 
 /* rlb_snapshot_new(), health attached read-write or read-only. */
@@ -85,31 +99,37 @@ static struct rlb_snapshot *snapshot_new(struct rlb_config *cfg,
 {
 	struct rlb_snapshot *snap = calloc(1, sizeof(*snap));
 
-	if (!snap)
-		goto out_free_cfg;
+	if (!snap) {
+		rlb_config_free(cfg);
+		errno = ENOMEM;
+		return NULL;
+	}
+	snap->cfg = cfg;
+	atomic_init(&snap->refs, 1);
+	if (cfg->nclusters) {
+		snap->views = calloc(cfg->nclusters, sizeof(*snap->views));
+		if (!snap->views)
+			goto out_free_snap;
+	}
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		struct rlb_cluster *c = &cfg->clusters[i];
 		const char *local = "";
 
 		/* Only a hostname policy pays for the FQDN lookup. */
-		if (rlb_policy_uses_hostname(c->s.load_balancing))
+		if (rlb_policy_ops(c->s.load_balancing)->needs_hostname)
 			local = cluster_local(cfg, c, fqdn);
-		if (rlb_policy_precompute(c, local) < 0 || prepare_fast(c) < 0)
+		if (rlb_view_build(&snap->views[i], c, local) < 0)
 			goto out_free_snap;
+		c->view = &snap->views[i];
 	}
 	if (readonly)
 		rlb_health_attach_all_readonly(cfg);
 	else
 		rlb_health_attach_all(cfg, prune);
-	snap->cfg = cfg;
-	atomic_init(&snap->refs, 1);
 	return snap;
 
 out_free_snap:
-	free(snap);
-out_free_cfg:
-	unprepare(cfg);
-	rlb_config_free(cfg);
+	snapshot_free(snap);
 	errno = ENOMEM;
 	return NULL;
 }
@@ -136,9 +156,7 @@ void rlb_snapshot_put(struct rlb_snapshot *snap)
 	if (!snap || atomic_fetch_sub_explicit(&snap->refs, 1,
 					       memory_order_acq_rel) != 1)
 		return;
-	unprepare(snap->cfg);
-	rlb_config_free(snap->cfg);
-	free(snap);
+	snapshot_free(snap);
 }
 
 /* Charge replica i of c for f, where f's age allows (design.md §5). */

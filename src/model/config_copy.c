@@ -107,14 +107,8 @@ static int cluster_copy(struct rlb_cluster *dst, const struct rlb_cluster *src,
 	bool ok = true;
 
 	*dst = *src;
-	dst->host_prio = NULL;
-	dst->class_order = NULL;
-	dst->class_ends = NULL;
-	dst->nclasses = 0;
-	dst->fast_v4 = NULL;
-	dst->all_literal = false;
-	dst->one_priority = false;
-	dst->track_stamps = NULL;
+	/* Both are the snapshot's that src belongs to. */
+	dst->view = NULL;
 	dst->health = NULL;
 	dst->name = dup_or_null(src->name, &ok);
 	dst->local_hostname = dup_or_null(src->local_hostname, &ok);

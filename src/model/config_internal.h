@@ -103,6 +103,7 @@ enum key_scope {
 enum key_type {
 	RLB_TYPE_POLICY,     /* enum rlb_policy, by ClickHouse name */
 	RLB_TYPE_COUNT,	     /* int64_t >= 0 */
+	RLB_TYPE_REAL,	     /* double >= 0, finite; an integer is taken */
 	RLB_TYPE_BOOL,	     /* bool */
 	RLB_TYPE_PORT,	     /* int 1..65535 */
 	RLB_TYPE_HOSTNAME,   /* char *, a checked host name */
@@ -128,7 +129,7 @@ struct key {
 	size_t off;  /* of the value in struct rlb_settings (BOTH),
 		      * rlb_config (TOP), rlb_cluster (CLUSTER) or
 		      * rlb_replica (REPLICA) */
-	int64_t def; /* built-in value (strings: NULL) */
+	int64_t def; /* built-in value (strings: NULL; a real: whole) */
 	int64_t min; /* smallest valid value of a count (0: any) */
 };
 

@@ -30,6 +30,10 @@ const struct key rlb_cfg_keys[] = {
 	 SETTING(load_balancing), RLB_POLICY_RANDOM, 0},
 	{"load_balancing_first_offset", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
 	 SETTING(first_offset), 0, 0},
+	{"load_balancing_least_request_choice_count", RLB_SCOPE_BOTH,
+	 RLB_TYPE_COUNT, SETTING(least_request_choices), 2, 1},
+	{"load_balancing_least_request_active_request_bias", RLB_SCOPE_BOTH,
+	 RLB_TYPE_REAL, SETTING(least_request_bias), 1, 0},
 	{"distributed_replica_error_half_life", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
 	 SETTING(half_life), 60, 0},
 	{"distributed_replica_error_cap", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
@@ -106,6 +110,7 @@ bool rlb_cfg_is_string(enum key_type t)
 static const size_t value_size[RLB_NTYPES] = {
 	[RLB_TYPE_POLICY] = sizeof(enum rlb_policy),
 	[RLB_TYPE_COUNT] = sizeof(int64_t),
+	[RLB_TYPE_REAL] = sizeof(double),
 	[RLB_TYPE_BOOL] = sizeof(bool),
 	[RLB_TYPE_PORT] = sizeof(int),
 	[RLB_TYPE_HOSTNAME] = sizeof(char *),
@@ -124,6 +129,9 @@ void rlb_cfg_store(enum key_type t, void *dst, int64_t v)
 		break;
 	case RLB_TYPE_COUNT:
 		*(int64_t *)dst = v;
+		break;
+	case RLB_TYPE_REAL:
+		*(double *)dst = (double)v;
 		break;
 	case RLB_TYPE_BOOL:
 		*(bool *)dst = v != 0;

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <libconfig.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +291,30 @@ static bool get_count(struct rlb_cfg_parser *p, const config_setting_t *s,
 	return true;
 }
 
+/* A real number >= 0, a float or an integer ("bias = 1;"), into *out. */
+static bool get_real(struct rlb_cfg_parser *p, const config_setting_t *s,
+		     double *out)
+{
+	int t = config_setting_type(s);
+	double v;
+
+	if (t != CONFIG_TYPE_FLOAT && t != CONFIG_TYPE_INT &&
+	    t != CONFIG_TYPE_INT64) {
+		report(p, s, "%s must be a number", config_setting_name(s));
+		return false;
+	}
+	v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
+				   : (double)config_setting_get_int64(s);
+	if (v < 0)
+		report(p, s, "%s must not be negative (%g)",
+		       config_setting_name(s), v);
+	else if (!isfinite(v))
+		report(p, s, "%s must be finite", config_setting_name(s));
+	else
+		*out = v;
+	return v >= 0 && isfinite(v);
+}
+
 static bool get_port(struct rlb_cfg_parser *p, const config_setting_t *s,
 		     int64_t *out)
 {
@@ -493,6 +518,10 @@ static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		break;
 	case RLB_TYPE_DNSNAME:
 		if (!set_dns_name(p, s, k, dst))
+			return;
+		break;
+	case RLB_TYPE_REAL:
+		if (!get_real(p, s, dst))
 			return;
 		break;
 	default:

@@ -10,18 +10,33 @@
 /* ------------------------------------------------------------------ */
 /* policy.c */
 
-/* Same order as ClickHouse's LoadBalancing enum. */
+/*
+ * Every policy, one row each: its enum tail, its ClickHouse name (the
+ * config's load_balancing value) and the name of the engine's ops object
+ * that implements it, rlb_policy_<ops>_ops (engine.h, design.md §3.4).
+ * Same order as ClickHouse's LoadBalancing enum, least_request after its
+ * proposal (PR #109234). The model knows a policy
+ * by its name only: what it needs and how it orders replicas is the
+ * engine's. Adding a policy is one row here and one new file,
+ * src/engine/policy_<family>.c, that defines its ops object (listed in
+ * Makefile.am and tests/fuzz/run.sh); no other code tests for a policy.
+ */
+#define RLB_POLICY_LIST(X)                                                     \
+	X(RANDOM, "random", random)                                            \
+	X(NEAREST_HOSTNAME, "nearest_hostname", nearest_hostname)              \
+	X(LEVENSHTEIN, "hostname_levenshtein_distance", levenshtein)           \
+	X(LCP, "hostname_longest_common_prefix", lcp)                          \
+	X(LCS, "hostname_longest_common_suffix", lcs)                          \
+	X(IN_ORDER, "in_order", in_order)                                      \
+	X(FIRST_OR_RANDOM, "first_or_random", first_or_random)                 \
+	X(ROUND_ROBIN, "round_robin", round_robin)                             \
+	X(LEAST_REQUEST, "least_request", least_request)
+
+#define RLB_POLICY_ENUM(id, name, ops) RLB_POLICY_##id,
 enum rlb_policy {
-	RLB_POLICY_RANDOM,
-	RLB_POLICY_NEAREST_HOSTNAME,
-	RLB_POLICY_LEVENSHTEIN,
-	RLB_POLICY_LCP,
-	RLB_POLICY_LCS,
-	RLB_POLICY_IN_ORDER,
-	RLB_POLICY_FIRST_OR_RANDOM,
-	RLB_POLICY_ROUND_ROBIN,
-	RLB_POLICY_COUNT,
+	RLB_POLICY_LIST(RLB_POLICY_ENUM) RLB_POLICY_COUNT,
 };
+#undef RLB_POLICY_ENUM
 
 /* ClickHouse name of a policy ("random", "nearest_hostname", ...). */
 const char *rlb_policy_name(enum rlb_policy p);
@@ -29,44 +44,12 @@ const char *rlb_policy_name(enum rlb_policy p);
 int rlb_policy_parse(const char *name, enum rlb_policy *out);
 /* Closest valid policy name to a wrong one, or NULL if none is close. */
 const char *rlb_policy_suggest(const char *name);
-/*
- * What a policy needs, so that callers never test for policies by name:
- * host names compared (it needs the local hostname and precomputed
- * priorities), and the cluster's shared counter (each selection takes a
- * turn of it). A ninth policy is a change in this file alone.
- */
-bool rlb_policy_uses_hostname(enum rlb_policy p);
-bool rlb_policy_uses_counter(enum rlb_policy p);
 
-/* The four hostname functions of clickhouse.md §10. */
+/* The four hostname functions of clickhouse.md §10 (pure). */
 size_t rlb_prefix_distance(const char *a, const char *b);
 size_t rlb_levenshtein(const char *a, const char *b); /* ASCII case-folded */
 size_t rlb_common_prefix(const char *a, const char *b);
 size_t rlb_common_suffix(const char *a, const char *b);
-
-struct rlb_cluster;
-/*
- * Fill c->host_prio (malloc'd, nreplicas entries) with the policy priority
- * of every replica for a hostname policy, against local hostname `local`
- * (never NULL; may be ""). For other policies sets c->host_prio = NULL.
- * Returns 0 or -ENOMEM.
- */
-int rlb_policy_precompute(struct rlb_cluster *c, const char *local);
-/*
- * policy_priority(policy, i) of design.md §3.1 for replica i of c; rr_last is
- * L = counter mod N for round_robin (ignored otherwise).
- */
-int64_t rlb_policy_priority(const struct rlb_cluster *c, size_t i,
-			    uint64_t rr_last);
-/* first_or_random's first replica: load_balancing_first_offset mod N. */
-size_t rlb_policy_first_index(const struct rlb_cluster *c);
-/*
- * The same for replicas 0..n-1 (n <= c->nreplicas) into out[], and the
- * smallest and largest of them into *min and *max (the selection packs
- * keys by their range; it need not read them back).
- */
-void rlb_policy_priorities(const struct rlb_cluster *c, uint64_t rr_last,
-			   int64_t *out, size_t n, int64_t *min, int64_t *max);
 
 /* ------------------------------------------------------------------ */
 /* config.c */
@@ -84,6 +67,12 @@ struct rlb_settings {
 	int64_t dns_hold_nx;   /* s an NXDOMAIN keeps DNS members */
 	int64_t dns_refresh_floor_ms; /* DNS membership asked at most this
 				       * often (design.md §15) */
+	/* least_request (design.md §3.4): replicas drawn per pick, >= 1
+	 * (load_balancing_least_request_choice_count), and the exponent of
+	 * 1 / (in_flight + 1)^bias, >= 0
+	 * (load_balancing_least_request_active_request_bias). */
+	int64_t least_request_choices;
+	double least_request_bias;
 };
 
 /* An IP address literal, parsed once at config load. */
@@ -136,10 +125,8 @@ struct rlb_replica {
 	void *_Atomic track_hint;
 };
 
-/* A word of rlb_cluster.fast_v4: set for a replica with one IPv4 literal. */
-#define RLB_FAST_V4 (UINT64_C(1) << 48)
-
 struct rlb_health;
+struct rlb_cluster_view;
 
 struct rlb_cluster {
 	char *name;	       /* virtual name: lowercase, no trailing dot */
@@ -159,29 +146,11 @@ struct rlb_cluster {
 	/* What a resolution answers while the cluster has no replicas:
 	 * EAI_AGAIN while its DNS has never answered, else (0) EAI_NONAME. */
 	int no_members_eai;
-	/* Filled and freed by snapshot.c only; NULL in a parsed config. */
-	int64_t *host_prio; /* precomputed hostname priorities or NULL */
-	int64_t host_prio_min, host_prio_max; /* their range */
-	/* The replicas by policy priority, index order within one, and
-	 * where each of the nclasses classes of equal priority ends (the
-	 * classes a healthy selection shuffles); NULL for round_robin. */
-	uint32_t *class_order;
-	uint32_t *class_ends;
-	size_t nclasses;
-	/*
-	 * The hot path's view of the replicas, contiguous where the
-	 * replicas are not (a selection visits them in a random order):
-	 * fast_v4[i] is RLB_FAST_V4 | port << 32 | address (both in network
-	 * order; port 0: the caller's) for a replica whose one literal is
-	 * IPv4, else 0; all_literal: every replica answers from its
-	 * literals alone (none v4-mapped); one_priority. track_stamps[i]:
-	 * connect tracking's record of replica i's latest handout
-	 * (track_addrs.c).
-	 */
-	uint64_t *fast_v4;
-	bool all_literal;
-	bool one_priority; /* every replica has the same config priority */
-	_Atomic uint64_t *track_stamps;
+	/* What the engine derives from the cluster for one snapshot (the
+	 * policy's precomputed priorities and classes, the hot path's
+	 * words; engine.h): the snapshot's, NULL in a parsed config or a
+	 * copy. */
+	struct rlb_cluster_view *view;
 	struct rlb_health *health; /* shared state, once attached */
 	char *file;		   /* file and line that defined the cluster */
 	int line;
@@ -295,9 +264,9 @@ int rlb_replica_copy(struct rlb_replica *dst, const struct rlb_replica *src);
 /* Free what r owns and zero it. */
 void rlb_replica_clear(struct rlb_replica *r);
 /*
- * Deep copy of cfg without what a snapshot adds (hostname priorities,
- * health), its index rebuilt; with `statics`, each cluster keeps only its
- * config replicas. NULL with errno ENOMEM.
+ * Deep copy of cfg without what a snapshot adds (its view, health), its index
+ * rebuilt; with `statics`, each cluster keeps only its config replicas. NULL
+ * with errno ENOMEM.
  */
 struct rlb_config *rlb_config_clone(const struct rlb_config *cfg, bool statics);
 /*

@@ -124,6 +124,7 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 	struct addrinfo ***tailp = ctx, **tail = *tailp;
 	const int family = lq->family;
 	const size_t ntypes = lq->ntypes;
+	const uint64_t *fast_v4 = c->view ? c->view->fast_v4 : NULL;
 	enum rlb_answer_next nx = RLB_ANSWER_MORE;
 
 	*answered = n;
@@ -133,7 +134,7 @@ static enum rlb_answer_next gai_literals(void *ctx, struct rlb_cluster *c,
 		/* Most replicas: one IPv4 literal, one socket type asked; the
 		 * snapshot's word for them, not the replica (a miss each, in
 		 * the selection's random order). */
-		uint64_t v4 = c->fast_v4 ? c->fast_v4[order[j]] : 0;
+		uint64_t v4 = fast_v4 ? fast_v4[order[j]] : 0;
 
 		if ((v4 & RLB_FAST_V4) && ntypes == 1 && family != AF_INET6) {
 			uint32_t addr = (uint32_t)v4;

@@ -64,7 +64,7 @@ static _Atomic uint32_t table_epoch = 1;
 /*
  * Advanced by whatever makes the full look of a handout needed again: a
  * new epoch or table, a failure marked (a handout after it makes the
- * address not stale). A cluster's track_stamps[i] equal to literal_stamp()
+ * address not stale). A cluster view's track_stamps[i] equal to literal_stamp()
  * of replica i's literal says that the replica's hint slot holds that literal
  * with that port, up to date: a handout of it then does nothing (design.md
  * §5.3).
@@ -411,6 +411,7 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 	struct addr_slot *s, *hint;
 	uint32_t epoch;
 	bool fresh, ours, hinted;
+	_Atomic uint64_t *stamps = c->view ? c->view->track_stamps : NULL;
 
 	if (!atomic_load_explicit(&tables_ready, memory_order_acquire)) {
 		pthread_once(&tables_once, tables_init);
@@ -486,10 +487,10 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 		/* Its hint is this very address, now up to date: the next
 		 * handouts of it need nothing until the generation moves.
 		 * Written only when it changes, as the slot. */
-		if (stamp && hinted && c->track_stamps &&
-		    atomic_load_explicit(&c->track_stamps[i],
-					 memory_order_relaxed) != stamp)
-			atomic_store_explicit(&c->track_stamps[i], stamp,
+		if (stamp && hinted && stamps &&
+		    atomic_load_explicit(&stamps[i], memory_order_relaxed) !=
+			    stamp)
+			atomic_store_explicit(&stamps[i], stamp,
 					      memory_order_relaxed);
 	}
 	if ((fresh || !s) &&
@@ -513,8 +514,8 @@ void rlb_track_handout(const struct rlb_cluster *c, size_t i,
 static inline bool handed_out_so(const struct rlb_cluster *c, size_t i,
 				 uint64_t stamp)
 {
-	return stamp && c->track_stamps &&
-	       atomic_load_explicit(&c->track_stamps[i],
+	return stamp && c->view && c->view->track_stamps &&
+	       atomic_load_explicit(&c->view->track_stamps[i],
 				    memory_order_relaxed) == stamp;
 }
 

@@ -140,7 +140,7 @@ EOF
 
 # --- policies, help, version, usage errors -------------------------------
 
-expect "policies lists the eight names in enum order" 0 \
+expect "policies lists the nine names in enum order" 0 \
 	"random
 nearest_hostname
 hostname_levenshtein_distance
@@ -148,7 +148,8 @@ hostname_longest_common_prefix
 hostname_longest_common_suffix
 in_order
 first_or_random
-round_robin" ctl policies
+round_robin
+least_request" ctl policies
 expect "policies NAME: a valid name as it is" 0 "in_order" ctl policies in_order
 expect "policies NAME: the closest valid one" 0 "nearest_hostname" \
 	ctl policies nearest

@@ -285,6 +285,8 @@ static void test_config_defaults(void **state)
 
 	assert_int_equal(cfg->defaults.load_balancing, RLB_POLICY_RANDOM);
 	assert_int_equal(cfg->defaults.first_offset, 0);
+	assert_int_equal(cfg->defaults.least_request_choices, 2);
+	assert_true(cfg->defaults.least_request_bias == 1.0);
 	assert_int_equal(cfg->defaults.half_life, 60);
 	assert_int_equal(cfg->defaults.error_cap, 1000);
 	assert_int_equal(cfg->defaults.max_ignored_errors, 0);
@@ -302,7 +304,7 @@ static void test_config_defaults(void **state)
 	assert_memory_equal(&c->s, &cfg->defaults, sizeof(c->s));
 	assert_null(c->local_hostname);
 	assert_int_equal(c->port, 0);
-	assert_null(c->host_prio);
+	assert_null(c->view);
 	assert_null(c->health);
 	assert_string_equal(c->file, "t.conf");
 	assert_int_equal(c->line, 1);
@@ -601,7 +603,7 @@ static void test_config_unknown_policy_lists_valid(void **state)
 		      "hostname_levenshtein_distance, "
 		      "hostname_longest_common_prefix, "
 		      "hostname_longest_common_suffix, in_order, "
-		      "first_or_random, round_robin",
+		      "first_or_random, round_robin, least_request",
 		      NULL);
 }
 
@@ -793,6 +795,68 @@ static void test_config_negative_numbers(void **state)
 		"negative (-3)",
 		"t.conf:9: port -9000 out of range 1..65535",
 		"t.conf:10: priority must not be negative (-1)", NULL);
+}
+
+/*
+ * least_request's two keys (design.md §3.4): defaults 2 and 1.0, given at
+ * the top level and overridden per cluster; the bias as a float or a
+ * whole number.
+ */
+static void test_config_least_request_keys(void **state)
+{
+	struct rlb_config *cfg = parse_ok(
+		"load_balancing = \"least_request\";\n"
+		"load_balancing_least_request_choice_count = 3;\n"
+		"load_balancing_least_request_active_request_bias = 0.5;\n"
+		"clusters = (\n"
+		"  { name = \"a\"; replicas = ( \"x\" ); },\n"
+		"  { name = \"b\"; replicas = ( \"x\" );\n"
+		"    load_balancing_least_request_choice_count = 1;\n"
+		"    load_balancing_least_request_active_request_bias = 2; },\n"
+		"  { name = \"c\"; replicas = ( \"x\" );\n"
+		"    load_balancing_least_request_active_request_bias = 0.0; }"
+		"\n);\n");
+	const struct rlb_cluster *a = rlb_config_find(cfg, "a");
+	const struct rlb_cluster *b = rlb_config_find(cfg, "b");
+	const struct rlb_cluster *c = rlb_config_find(cfg, "c");
+
+	assert_int_equal(cfg->defaults.load_balancing,
+			 RLB_POLICY_LEAST_REQUEST);
+	assert_int_equal(a->s.least_request_choices, 3);
+	assert_true(a->s.least_request_bias == 0.5);
+	assert_int_equal(b->s.least_request_choices, 1);
+	assert_true(b->s.least_request_bias == 2.0);
+	assert_int_equal(c->s.least_request_choices, 3);
+	assert_true(c->s.least_request_bias == 0.0);
+	rlb_config_free(cfg);
+}
+
+/* A choice count below 1 or a negative bias is an error at its line. */
+static void test_config_least_request_bad_values(void **state)
+{
+	expect_errors(
+		"load_balancing_least_request_choice_count = 0;\n"
+		"load_balancing_least_request_active_request_bias = -0.5;\n"
+		"clusters = ( { name = \"c\"; replicas = ( \"a\" );\n"
+		"  load_balancing_least_request_choice_count = -2;\n"
+		"  load_balancing_least_request_active_request_bias = -1;\n"
+		"  load_balancing = \"least_request\"; },\n"
+		"  { name = \"d\"; replicas = ( \"a\" );\n"
+		"  load_balancing_least_request_active_request_bias = \"1\";\n"
+		"  load_balancing_least_request_choice_count = 1.5; } );\n",
+		"t.conf:1: load_balancing_least_request_choice_count 0 below "
+		"the minimum 1",
+		"t.conf:2: load_balancing_least_request_active_request_bias "
+		"must not be negative (-0.5)",
+		"t.conf:4: load_balancing_least_request_choice_count must not "
+		"be negative (-2)",
+		"t.conf:5: load_balancing_least_request_active_request_bias "
+		"must not be negative (-1)",
+		"t.conf:8: load_balancing_least_request_active_request_bias "
+		"must be a number",
+		"t.conf:9: load_balancing_least_request_choice_count must be "
+		"an integer",
+		NULL);
 }
 
 static void test_config_zero_values_allowed(void **state)
@@ -1581,6 +1645,8 @@ static void expect_same_settings(const struct rlb_settings *a,
 	assert_int_equal(a->dns_cache_ttl, b->dns_cache_ttl);
 	assert_int_equal(a->connect_timeout_ms, b->connect_timeout_ms);
 	assert_int_equal(a->connect_failover, b->connect_failover);
+	assert_int_equal(a->least_request_choices, b->least_request_choices);
+	assert_true(a->least_request_bias == b->least_request_bias);
 }
 
 /*
@@ -2307,6 +2373,8 @@ int main(void)
 		cmocka_unit_test(test_config_connect_failover),
 		cmocka_unit_test(test_config_wrong_types),
 		cmocka_unit_test(test_config_negative_numbers),
+		cmocka_unit_test(test_config_least_request_keys),
+		cmocka_unit_test(test_config_least_request_bad_values),
 		cmocka_unit_test(test_config_zero_values_allowed),
 		cmocka_unit_test(test_config_port_range),
 		cmocka_unit_test(test_config_colons_must_be_ipv6),

@@ -1,4 +1,6 @@
-/* test_policy.c - unit tests of policy.c: names, distances, priorities. */
+/* test_policy.c - unit tests of the policies: names and distances
+ * (model/policy.c), the ops table and each policy's priorities
+ * (engine/policies.c, policy_*.c). */
 #include "config.h"
 
 #include <setjmp.h>
@@ -29,6 +31,7 @@ static void test_policy_names_round_trip(void **state)
 		"in_order",
 		"first_or_random",
 		"round_robin",
+		"least_request",
 	};
 
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
@@ -47,7 +50,7 @@ static void test_policy_parse_rejects_inexact(void **state)
 	static const char *const bad[] = {
 		"",	     "Random",	      "RANDOM",
 		"nearest",   "round-robin",   "in_order ",
-		" in_order", "least_request", "first_or_random_",
+		" in_order", "Least_Request", "first_or_random_",
 	};
 	enum rlb_policy out = RLB_POLICY_ROUND_ROBIN;
 
@@ -83,6 +86,10 @@ static void test_policy_suggest_close_names(void **state)
 		{ "inorder", "in_order" },
 		{ "in_ordr", "in_order" },
 		{ "robin", "round_robin" },
+		{ "least-request", "least_request" },
+		{ "LeastRequest", "least_request" },
+		{ "leastconn", "least_request" },
+		{ "least_requests", "least_request" },
 	};
 	/* clang-format on */
 
@@ -98,15 +105,9 @@ static void test_policy_suggest_close_names(void **state)
 static void test_policy_suggest_nothing_close(void **state)
 {
 	static const char *const far[] = {
-		"xyzzy",
-		"abc",
-		"x",
-		"least_request",
-		"dns",
-		"fastest",
-		"______",
-		"!!!!",
-		"hostname_hostname_hostname_hostname_x",
+		"xyzzy",  "abc",  "x",
+		"fewest", "dns",  "fastest",
+		"______", "!!!!", "hostname_hostname_hostname_hostname_x",
 	};
 
 	assert_null(rlb_policy_suggest(NULL));
@@ -120,23 +121,43 @@ static void test_policy_suggest_nothing_close(void **state)
 	}
 }
 
-static void test_policy_uses_hostname(void **state)
+/* What each policy needs, from its ops: no caller tests names. */
+static void test_policy_ops_needs(void **state)
 {
-	assert_false(rlb_policy_uses_hostname(RLB_POLICY_RANDOM));
-	assert_true(rlb_policy_uses_hostname(RLB_POLICY_NEAREST_HOSTNAME));
-	assert_true(rlb_policy_uses_hostname(RLB_POLICY_LEVENSHTEIN));
-	assert_true(rlb_policy_uses_hostname(RLB_POLICY_LCP));
-	assert_true(rlb_policy_uses_hostname(RLB_POLICY_LCS));
-	assert_false(rlb_policy_uses_hostname(RLB_POLICY_IN_ORDER));
-	assert_false(rlb_policy_uses_hostname(RLB_POLICY_FIRST_OR_RANDOM));
-	assert_false(rlb_policy_uses_hostname(RLB_POLICY_ROUND_ROBIN));
+	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		const struct rlb_policy_ops *ops = rlb_policy_ops(p);
+		bool hostname = p == RLB_POLICY_NEAREST_HOSTNAME ||
+				p == RLB_POLICY_LEVENSHTEIN ||
+				p == RLB_POLICY_LCP || p == RLB_POLICY_LCS;
+
+		assert_non_null(ops);
+		assert_non_null(ops->priorities);
+		assert_int_equal(ops->needs_hostname, hostname);
+		assert_int_equal(ops->host_priority != NULL, hostname);
+		assert_int_equal(ops->needs_counter,
+				 p == RLB_POLICY_ROUND_ROBIN);
+		assert_int_equal(ops->static_classes,
+				 p != RLB_POLICY_ROUND_ROBIN);
+		/* Only least_request reads live load, and only it picks
+		 * after the sort. */
+		assert_int_equal(ops->needs_load,
+				 p == RLB_POLICY_LEAST_REQUEST);
+		assert_int_equal(ops->pick != NULL,
+				 p == RLB_POLICY_LEAST_REQUEST);
+	}
+	/* Outside the enum: random's, never a crash. */
+	assert_ptr_equal(rlb_policy_ops(RLB_POLICY_COUNT),
+			 &rlb_policy_random_ops);
 }
 
-static void test_policy_uses_counter_only_round_robin(void **state)
+/* policy_priority(i) of c for turn, from the batch of all its replicas. */
+static int64_t priority_of(const struct rlb_cluster *c, size_t i, uint64_t turn)
 {
-	for (int p = 0; p < RLB_POLICY_COUNT; p++)
-		assert_int_equal(rlb_policy_uses_counter(p),
-				 p == RLB_POLICY_ROUND_ROBIN);
+	int64_t out[64], min, max;
+
+	assert_in_range(c->nreplicas, 1, 64);
+	rlb_policy_priorities(c, turn, out, c->nreplicas, &min, &max);
+	return out[i];
 }
 
 /* ---- distance functions ---- */
@@ -430,15 +451,17 @@ static void test_policy_precompute_vectors(void **state)
 		const struct rlb_cluster *c = f->c;
 
 		/* Made by the snapshot, against the config's local name. */
-		assert_non_null(c->host_prio);
+		assert_non_null(c->view->host_prio);
 		for (size_t i = 0; i < v->n; i++) {
-			/* rr_last must not matter for hostname policies. */
-			int64_t got = rlb_policy_priority(c, i, i * 7 + 3);
+			/* The turn must not matter for hostname policies. */
+			int64_t got = priority_of(c, i, i * 7 + 3);
 
-			if (c->host_prio[i] != v->prio[i] || got != v->prio[i])
+			if (c->view->host_prio[i] != v->prio[i] ||
+			    got != v->prio[i])
 				fail_msg("%s: replica %zu: host_prio %lld, "
 					 "priority %lld, want %lld",
-					 v->id, i, (long long)c->host_prio[i],
+					 v->id, i,
+					 (long long)c->view->host_prio[i],
 					 (long long)got, (long long)v->prio[i]);
 		}
 		fx_free(f);
@@ -453,8 +476,8 @@ static void test_policy_precompute_host_as_written(void **state)
 	struct fx *f = fx_cluster_local("hostname_longest_common_suffix", 2,
 					hosts, "ch-1.example.com");
 
-	assert_int_equal(f->c->host_prio[0], -10);
-	assert_int_equal(f->c->host_prio[1], 0);
+	assert_int_equal(f->c->view->host_prio[0], -10);
+	assert_int_equal(f->c->view->host_prio[1], 0);
 	fx_free(f);
 }
 
@@ -464,44 +487,52 @@ static void test_policy_precompute_range_and_order(void **state)
 {
 	static const char *const hosts[] = {"b2", "a1", "c3", "a2", "a9"};
 	struct fx *f = fx_cluster_local("nearest_hostname", 5, hosts, "a1");
-	struct rlb_cluster *c = f->c;
+	const struct rlb_cluster_view *v = f->c->view;
 	/* Differing characters from "a1": 2, 0, 2, 1, 1. */
 	static const uint32_t want[] = {1, 3, 4, 0, 2};
 
-	assert_int_equal(c->host_prio_min, 0);
-	assert_int_equal(c->host_prio_max, 2);
-	assert_non_null(c->class_order);
+	assert_int_equal(v->host_prio_min, 0);
+	assert_int_equal(v->host_prio_max, 2);
+	assert_non_null(v->class_order);
 	for (size_t i = 0; i < 5; i++)
-		assert_int_equal(c->class_order[i], want[i]);
+		assert_int_equal(v->class_order[i], want[i]);
 	/* Classes 0 | 1 1 | 2 2. */
-	assert_int_equal(c->nclasses, 3);
-	assert_int_equal(c->class_ends[0], 1);
-	assert_int_equal(c->class_ends[1], 3);
-	assert_int_equal(c->class_ends[2], 5);
+	assert_int_equal(v->nclasses, 3);
+	assert_int_equal(v->class_ends[0], 1);
+	assert_int_equal(v->class_ends[1], 3);
+	assert_int_equal(v->class_ends[2], 5);
 	fx_free(f);
 }
 
-/* Switching to a non-hostname policy frees the vector (valgrind checks). */
-static void test_policy_precompute_clears_for_other_policies(void **state)
+/*
+ * A view has what its policy needs and nothing else: hostname priorities
+ * for the hostname policies, classes for the static ones; freeing it
+ * leaves nothing behind (valgrind checks).
+ */
+static void test_policy_view_for_every_policy(void **state)
 {
 	static const char *const hosts[] = {"a1", "a2", "b3"};
 	struct fx *f = fx_cluster_local("nearest_hostname", 3, hosts, "a1");
 	struct rlb_cluster *c = f->c;
+	struct rlb_cluster_view v;
 
-	assert_non_null(c->host_prio);
-	/* Recomputing replaces the vector without leaking the old one. */
-	c->s.load_balancing = RLB_POLICY_LCP;
-	assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
-	assert_int_equal(c->host_prio[0], -2);
-	assert_int_equal(c->host_prio[2], 0);
 	for (int p = 0; p < RLB_POLICY_COUNT; p++) {
+		const struct rlb_policy_ops *ops = rlb_policy_ops(p);
+
 		c->s.load_balancing = (enum rlb_policy)p;
-		assert_int_equal(rlb_policy_precompute(c, "a1"), 0);
-		if (rlb_policy_uses_hostname((enum rlb_policy)p))
-			assert_non_null(c->host_prio);
-		else
-			assert_null(c->host_prio);
+		assert_int_equal(rlb_view_build(&v, c, "a1"), 0);
+		assert_ptr_equal(v.policy, ops);
+		assert_int_equal(v.host_prio != NULL, ops->needs_hostname);
+		assert_int_equal(v.class_order != NULL, ops->static_classes);
+		assert_non_null(v.fast_v4);
+		if (p == RLB_POLICY_LCP) {
+			assert_int_equal(v.host_prio[0], -2);
+			assert_int_equal(v.host_prio[2], 0);
+		}
+		rlb_view_free(&v);
+		assert_null(v.host_prio);
 	}
+	c->s.load_balancing = RLB_POLICY_NEAREST_HOSTNAME;
 	fx_free(f);
 }
 
@@ -515,10 +546,9 @@ static void test_policy_priority_hostname_without_vector(void **state)
 			       .n = 3};
 	struct rlb_config *cfg = fx_parse(&spec);
 
-	assert_null(cfg->clusters[0].host_prio);
+	assert_null(cfg->clusters[0].view);
 	for (size_t i = 0; i < 3; i++)
-		assert_int_equal(rlb_policy_priority(&cfg->clusters[0], i, 0),
-				 0);
+		assert_int_equal(priority_of(&cfg->clusters[0], i, 0), 0);
 	rlb_config_free(cfg);
 }
 
@@ -532,10 +562,9 @@ static void test_policy_priority_random_and_in_order(void **state)
 					    "load_balancing_first_offset = 2;");
 
 	for (size_t i = 0; i < 4; i++)
-		assert_int_equal(rlb_policy_priority(random_fx->c, i, 2), 0);
+		assert_int_equal(priority_of(random_fx->c, i, 2), 0);
 	for (size_t i = 0; i < 4; i++)
-		assert_int_equal(rlb_policy_priority(in_order_fx->c, i, 3),
-				 (int64_t)i);
+		assert_int_equal(priority_of(in_order_fx->c, i, 3), (int64_t)i);
 	fx_free(random_fx);
 	fx_free(in_order_fx);
 }
@@ -553,7 +582,7 @@ static void check_first_or_random(size_t n, int64_t offset, size_t first)
 	if (offset < 0)
 		f->c->s.first_offset = offset;
 	for (size_t i = 0; i < n; i++) {
-		int64_t got = rlb_policy_priority(f->c, i, 5);
+		int64_t got = priority_of(f->c, i, 5);
 
 		if (got != (i == first ? 0 : 1))
 			fail_msg("N=%zu offset=%lld: priority(%zu) = %lld", n,
@@ -582,7 +611,7 @@ static void check_round_robin(size_t n, uint64_t rr_last, const int64_t *want)
 	struct fx *f = fx_cluster("round_robin", n, NULL, NULL);
 
 	for (size_t i = 0; i < n; i++) {
-		int64_t got = rlb_policy_priority(f->c, i, rr_last);
+		int64_t got = priority_of(f->c, i, rr_last);
 
 		if (got != want[i])
 			fail_msg("N=%zu L=%llu: priority(%zu) = %lld, want "
@@ -627,7 +656,7 @@ static void test_policy_priority_round_robin_rotation(void **state)
 
 		for (uint64_t l = 0; l < 2 * n; l++) {
 			for (size_t i = 0; i < n; i++) {
-				int64_t p = rlb_policy_priority(f->c, i, l);
+				int64_t p = priority_of(f->c, i, l);
 				size_t best = (l % n + 1) % n;
 
 				assert_in_range(p, 0, n - 1);
@@ -641,7 +670,10 @@ static void test_policy_priority_round_robin_rotation(void **state)
 	}
 }
 
-/* The batch gives what the call per replica gives, for every policy. */
+/*
+ * A batch of the first n replicas gives what the batch of all of them
+ * gives for those, with its own range, for every policy.
+ */
 static void test_policy_priorities_match_one_by_one(void **state)
 {
 	static const char *const hosts[] = {
@@ -662,9 +694,9 @@ static void test_policy_priorities_match_one_by_one(void **state)
 				lo = INT64_MAX;
 				hi = INT64_MIN;
 				for (size_t i = 0; i < n; i++) {
-					assert_int_equal(out[i],
-							 rlb_policy_priority(
-								 f->c, i, l));
+					assert_int_equal(
+						out[i],
+						priority_of(f->c, i, l));
 					lo = out[i] < lo ? out[i] : lo;
 					hi = out[i] > hi ? out[i] : hi;
 				}
@@ -688,8 +720,7 @@ int main(void)
 		cmocka_unit_test(test_policy_parse_rejects_inexact),
 		cmocka_unit_test(test_policy_suggest_close_names),
 		cmocka_unit_test(test_policy_suggest_nothing_close),
-		cmocka_unit_test(test_policy_uses_hostname),
-		cmocka_unit_test(test_policy_uses_counter_only_round_robin),
+		cmocka_unit_test(test_policy_ops_needs),
 		cmocka_unit_test(test_policy_distance_vectors),
 		cmocka_unit_test(test_policy_levenshtein_ascii_only_folding),
 		cmocka_unit_test(test_policy_levenshtein_matches_oracle),
@@ -697,8 +728,7 @@ int main(void)
 		cmocka_unit_test(test_policy_precompute_vectors),
 		cmocka_unit_test(test_policy_precompute_host_as_written),
 		cmocka_unit_test(test_policy_precompute_range_and_order),
-		cmocka_unit_test(
-			test_policy_precompute_clears_for_other_policies),
+		cmocka_unit_test(test_policy_view_for_every_policy),
 		cmocka_unit_test(test_policy_priority_hostname_without_vector),
 		cmocka_unit_test(test_policy_priority_random_and_in_order),
 		cmocka_unit_test(test_policy_priority_first_or_random),

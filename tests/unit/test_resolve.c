@@ -539,20 +539,22 @@ static void test_resolve_snapshot_fast_words(void **state)
 
 	assert_non_null(db);
 	assert_non_null(lit);
-	assert_non_null(db->fast_v4);
+	assert_non_null(db->view);
+	assert_non_null(lit->view);
+	assert_non_null(db->view->fast_v4);
 	/* r1: two literals; r2: a name; r3: 127.0.0.33 port 7003. */
-	assert_int_equal(db->fast_v4[0], 0);
-	assert_int_equal(db->fast_v4[1], 0);
+	assert_int_equal(db->view->fast_v4[0], 0);
+	assert_int_equal(db->view->fast_v4[1], 0);
 	inet_pton(AF_INET, "127.0.0.33", &a);
-	assert_int_equal(db->fast_v4[2],
+	assert_int_equal(db->view->fast_v4[2],
 			 RLB_FAST_V4 | (uint64_t)htons(7003) << 32 | a);
-	assert_false(db->all_literal);
+	assert_false(db->view->all_literal);
 	/* 127.0.0.11 (the caller's port), and ::1 (not IPv4). */
 	inet_pton(AF_INET, "127.0.0.11", &a);
-	assert_int_equal(lit->fast_v4[0], RLB_FAST_V4 | a);
-	assert_int_equal(lit->fast_v4[1], 0);
-	assert_true(lit->all_literal);
-	assert_non_null(lit->track_stamps);
+	assert_int_equal(lit->view->fast_v4[0], RLB_FAST_V4 | a);
+	assert_int_equal(lit->view->fast_v4[1], 0);
+	assert_true(lit->view->all_literal);
+	assert_non_null(lit->view->track_stamps);
 }
 
 static void test_resolve_literal_answers_match_libc(void **state)

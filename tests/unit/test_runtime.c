@@ -229,8 +229,9 @@ static void test_runtime_local_hostname_from_config(void **state)
 	/* Hostname priorities are computed at load, against it: the
 	 * replica "127.0.0.2" differs from "ch-1.dc1" in all 8 bytes they
 	 * share. */
-	assert_non_null(rlb_config_find(cfg, "rt.cluster")->host_prio);
-	assert_int_equal(rlb_config_find(cfg, "rt.cluster")->host_prio[0], 8);
+	assert_non_null(rlb_config_find(cfg, "rt.cluster")->view->host_prio);
+	assert_int_equal(rlb_config_find(cfg, "rt.cluster")->view->host_prio[0],
+			 8);
 	rlb_runtime_release(snap);
 	/* Without a config value: this host's name, never NULL. */
 	assert_non_null(rlb_runtime_fqdn());
