@@ -366,17 +366,17 @@ static int cmd_resolve(struct rlb_config *cfg, const struct ctl_opts *o)
 		return 1;
 	}
 	for (uint64_t n = 0; n < count; n++) {
-		rlb_select(c, peek, rlb_now(), sel);
+		/* Read once, so that -v shows the counts that ranked a
+		 * policy that needs them (least_request). */
+		rlb_health_in_flight(c, c->nreplicas, in_flight);
+		rlb_select_load(c, peek, rlb_now(), in_flight, sel);
 		for (size_t k = 0; k < sel->n; k++)
 			printf("%s%s", k ? " " : "",
 			       c->replicas[sel->order[k]].host);
 		putchar('\n');
-		if (verbose && in_flight)
-			rlb_health_in_flight(c, c->nreplicas, in_flight);
 		for (size_t k = 0; verbose && k < sel->n; k++)
-			print_replica_detail(
-				c, sel, sel->order[k],
-				in_flight ? in_flight[sel->order[k]] : 0);
+			print_replica_detail(c, sel, sel->order[k],
+					     in_flight[sel->order[k]]);
 		if (verbose)
 			rlb_ctl_print_dns(c, "  ", true);
 	}
