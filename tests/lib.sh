@@ -309,14 +309,16 @@ sys.exit("no free port")
 EOF
 }
 
-# start_replica NAME ADDR PORT [http|tcp|blackhole] : start replica_server.py
-# in the background (not preloaded) and wait until it listens.
+# start_replica NAME ADDR PORT [http|tcp|blackhole [ARGS...]] : start
+# replica_server.py (ARGS: more of its options, --delay-ms N) in the
+# background (not preloaded) and wait until it listens.
 start_replica()
 {
 	local name=$1 addr=$2 port=$3 mode=${4:-http} i pid
+	shift $(($# < 4 ? $# : 4))
 	rm -f "$T/srv-$name.out"
 	$PY "$SERVER" --name "$name" --host "$addr" --port "$port" \
-		--mode "$mode" >"$T/srv-$name.out" 2>&1 &
+		--mode "$mode" "$@" >"$T/srv-$name.out" 2>&1 &
 	pid=$!
 	echo "$pid" >"$T/srv-$name.pid"
 	for i in $(seq 100); do

@@ -156,6 +156,7 @@ struct sel_storage {
 	uint64_t errors[STACK_SELECTION];
 	uint64_t slowdowns[STACK_SELECTION];
 	int64_t policy_prio[STACK_SELECTION];
+	uint64_t in_flight[STACK_SELECTION];
 };
 
 static struct rlb_selection *run_selection(struct rlb_cluster *c, bool peek,
@@ -178,6 +179,7 @@ static struct rlb_selection *run_selection(struct rlb_cluster *c, bool peek,
 		sel->errors = st->errors;
 		sel->slowdowns = st->slowdowns;
 		sel->policy_prio = st->policy_prio;
+		sel->in_flight = st->in_flight;
 		sel->n = c->nreplicas;
 	}
 	rlb_select(c, peek, rlb_op_now(), sel);

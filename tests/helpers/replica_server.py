@@ -3,7 +3,8 @@
 
 Stdlib only. Listens on --host:--port and identifies itself by --name:
 
-  --mode http       any GET is answered "replica=NAME\\n" (threaded)
+  --mode http       any GET is answered "replica=NAME\\n" (threaded),
+                    after --delay-ms (a slow replica)
   --mode tcp        every connection gets "replica=NAME\\n", then is closed
   --mode blackhole  a silent replica: a listener whose accept queue is full
                     (listen(0), idle connections queued, never accepted);
@@ -34,6 +35,9 @@ def parse_args():
     p.add_argument("--mode", choices=("http", "tcp", "blackhole"),
                    default="http")
     p.add_argument("--pidfile")
+    p.add_argument("--delay-ms", type=int, default=0,
+                   help="http: wait this long before each answer (a slow "
+                   "replica)")
     return p.parse_args()
 
 
@@ -51,6 +55,8 @@ def serve_http(args, stop):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            if args.delay_ms:
+                stop.wait(args.delay_ms / 1000.0)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(body)))
