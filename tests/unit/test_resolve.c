@@ -144,7 +144,10 @@ static const char config_text[] =
 	"  { name = \"v4.cluster\"; load_balancing = \"in_order\";\n"
 	"    replicas = ( \"gone-again.test\", \"gone-noname.test\",\n"
 	"      \"v4-again.test\", \"v4-noname.test\", \"v4-nodata.test\",\n"
-	"      \"v4-fail.test\" ); }\n"
+	"      \"v4-fail.test\" ); },\n"
+	"  { name = \"lr.cluster\"; load_balancing = \"least_request\";\n"
+	"    load_balancing_least_request_choice_count = 3;\n"
+	"    replicas = ( \"127.0.0.41\", \"127.0.0.42\", \"127.0.0.43\" ); }\n"
 	");\n";
 
 static int setup(void **state)
@@ -226,6 +229,42 @@ static void list_str(const struct addrinfo *ai, char *out, size_t len)
 		strncat(out, node_str(ai, one, sizeof(one)),
 			len - strlen(out) - 1);
 	}
+}
+
+/*
+ * least_request through getaddrinfo and gethostbyname_r, answers built on
+ * the stack (3 replicas): the replica with the fewest connections in
+ * flight comes first (a full scan), the busiest last.
+ */
+static void test_resolve_least_request_by_load(void **state)
+{
+	struct rlb_cluster *c = rlb_config_find(cfg, "lr.cluster");
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	struct hostent he, *hp = NULL;
+	char out[512], buf[1024], a[INET_ADDRSTRLEN];
+	int herr;
+
+	assert_non_null(c);
+	for (uint64_t ino = 1; ino <= 3; ino++)
+		assert_true(rlb_health_conn_take(c, 0, 7000 + ino));
+	assert_true(rlb_health_conn_take(c, 2, 7100));
+	for (int round = 0; round < 20; round++) {
+		assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res),
+				 0);
+		list_str(res, out, sizeof(out));
+		assert_string_equal(
+			out, "127.0.0.42:80 127.0.0.43:80 127.0.0.41:80");
+		rlb_libc()->freeaddrinfo(res);
+	}
+	assert_int_equal(rlb_resolve_gethostbyname(c, "lr.cluster", AF_INET,
+						   &he, buf, sizeof(buf), &hp,
+						   &herr),
+			 0);
+	inet_ntop(AF_INET, hp->h_addr_list[0], a, sizeof(a));
+	assert_string_equal(a, "127.0.0.42");
+	for (uint64_t ino = 1; ino <= 3; ino++)
+		rlb_health_conn_drop(c, 7000 + ino);
+	rlb_health_conn_drop(c, 7100);
 }
 
 static void test_resolve_order_and_ports(void **state)
@@ -883,6 +922,8 @@ static void test_resolve_cache_bounded_in_bytes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_resolve_least_request_by_load,
+				       reset_each),
 		cmocka_unit_test_setup(test_resolve_order_and_ports,
 				       reset_each),
 		cmocka_unit_test_setup(
