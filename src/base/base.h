@@ -258,6 +258,10 @@ void rlb_log_own_thread(void);
 	X(int, dup3, (int fd, int newfd, int flags), (fd, newfd, flags))       \
 	X(int, close_range, (unsigned first, unsigned last, int flags),        \
 		(first, last, flags))                                          \
+	X(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags),     \
+		(fd, msg, flags))                                              \
+	X(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags),           \
+		(fd, msg, flags))                                              \
 	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout_ms),           \
 		(fds, n, timeout_ms))                                          \
 	/* files and directories */                                            \

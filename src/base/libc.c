@@ -98,6 +98,16 @@ static int syscall_dup3(int fd, int newfd, int flags)
 	return (int)syscall(SYS_dup3, fd, newfd, flags);
 }
 
+static ssize_t syscall_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	return syscall(SYS_sendmsg, fd, msg, flags);
+}
+
+static ssize_t syscall_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	return syscall(SYS_recvmsg, fd, msg, flags);
+}
+
 static int syscall_close_range(unsigned first, unsigned last, int flags)
 {
 #ifdef SYS_close_range
@@ -200,6 +210,8 @@ static void bind_table(void)
 	NEXT(dup2, syscall_dup2);
 	NEXT(dup3, syscall_dup3);
 	NEXT(close_range, syscall_close_range);
+	NEXT(sendmsg, syscall_sendmsg);
+	NEXT(recvmsg, syscall_recvmsg);
 	*(void **)&next_fcntl = dlsym(RTLD_NEXT, "fcntl");
 	if (!next_fcntl)
 		next_fcntl = syscall_fcntl;

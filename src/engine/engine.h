@@ -264,6 +264,7 @@ enum rlb_conn_event {
 	RLB_CONN_FORK,	      /* a fork starts: its child holds it too */
 	RLB_CONN_FORKED,      /* in the parent, the fork is over */
 	RLB_CONN_CHILD,	      /* in the child: the hold is its own */
+	RLB_CONN_SENT,	      /* a descriptor of it sent (SCM_RIGHTS) */
 	RLB_CONN_DROP,	      /* this process let go of it */
 	RLB_CONN_ESTABLISHED, /* its connect established: counted */
 	RLB_CONN_FAILED,      /* its connect failed: counted */
@@ -276,6 +277,14 @@ enum rlb_conn_event {
 void rlb_snapshot_traffic(struct rlb_snapshot *snap,
 			  const struct rlb_owner *owners, size_t n,
 			  uint64_t ino, enum rlb_conn_event ev);
+/*
+ * A descriptor of socket ino was received (SCM_RIGHTS): this process
+ * holds it too in every cluster of snap whose ledger has it (clusters
+ * with no state on this host are not looked at). Its owners into owners
+ * (RLB_MAX_OWNERS): their number, 0 when it is no connection counted.
+ */
+size_t rlb_snapshot_receive(struct rlb_snapshot *snap, uint64_t ino,
+			    struct rlb_owner *owners);
 
 /* ------------------------------------------------------------------ */
 /* answer.c */

@@ -244,6 +244,10 @@ void rlb_snapshot_traffic(struct rlb_snapshot *snap,
 				rlb_health_conn_drop(c, ino);
 				continue;
 			}
+			if (ev == RLB_CONN_SENT) {
+				rlb_health_conn_send(c, ino, false);
+				continue;
+			}
 			if (ev == RLB_CONN_FORK || ev == RLB_CONN_FORKED ||
 			    ev == RLB_CONN_CHILD) {
 				rlb_health_conn_fork(c, ino,
@@ -264,4 +268,22 @@ void rlb_snapshot_traffic(struct rlb_snapshot *snap,
 		}
 	}
 	errno = saved;
+}
+
+size_t rlb_snapshot_receive(struct rlb_snapshot *snap, uint64_t ino,
+			    struct rlb_owner *owners)
+{
+	struct rlb_config *cfg = snap->cfg;
+	size_t n = 0;
+	int saved = errno;
+
+	for (size_t ci = 0; ci < cfg->nclusters && n < RLB_MAX_OWNERS; ci++) {
+		struct rlb_cluster *c = &cfg->clusters[ci];
+		uint64_t replica;
+
+		if (rlb_health_conn_receive(c, ino, &replica))
+			owners[n++] = (struct rlb_owner){c->name_hash, replica};
+	}
+	errno = saved;
+	return n;
 }

@@ -180,3 +180,27 @@ RLB_EXPORT int close_range(unsigned first, unsigned last, int flags)
 		return rlb_libc()->close_range(first, last, flags);
 	return rlb_track_close_range(first, last, flags);
 }
+
+/* Descriptors of connections passed to another process (SCM_RIGHTS). */
+RLB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->sendmsg(fd, msg, flags);
+	return rlb_track_sendmsg(fd, msg, flags);
+}
+
+RLB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t rc = rlb_libc()->recvmsg(fd, msg, flags);
+	struct rlb_snapshot *snap;
+
+	/* A receiver may never have resolved a name: what it received is
+	 * looked at whenever it is configured at all. Only a message with
+	 * room for a descriptor costs more than one comparison. */
+	if (rc >= 0 && msg && msg->msg_controllen >= CMSG_LEN(sizeof(int)) &&
+	    (snap = rlb_runtime_acquire())) {
+		rlb_track_recvmsg_done(msg);
+		rlb_runtime_release(snap);
+	}
+	return rc;
+}

@@ -30,6 +30,8 @@ const char *rlb_runtime_fqdn(void);
  * tracking reports; see rlb_snapshot_charge()). Keeps errno.
  */
 void rlb_runtime_charge(const struct rlb_failure *f);
+/* rlb_track_ops.receive over the snapshot in force. Keeps errno. */
+size_t rlb_runtime_receive(uint64_t ino, struct rlb_owner *owners);
 /* rlb_track_ops.traffic over the snapshot in force. Keeps errno. */
 void rlb_runtime_traffic(const struct rlb_owner *owners, size_t n, uint64_t ino,
 			 enum rlb_conn_event ev);
@@ -143,6 +145,8 @@ struct rlb_track_ops {
 	/* The ledger's events (rlb_snapshot_traffic()). */
 	void (*traffic)(const struct rlb_owner *owners, size_t n, uint64_t ino,
 			enum rlb_conn_event ev);
+	/* A descriptor of socket ino received (rlb_snapshot_receive()). */
+	size_t (*receive)(uint64_t ino, struct rlb_owner *owners);
 	bool (*next_address)(const struct rlb_owner *tried, size_t ntried,
 			     const struct sockaddr *failed, socklen_t len,
 			     struct sockaddr_storage *out, socklen_t *outlen);
@@ -169,6 +173,11 @@ int rlb_track_dup(int fd);
 int rlb_track_dup3(int fd, int newfd, int flags, bool two);
 int rlb_track_fcntl(int fd, int cmd, long arg);
 int rlb_track_close_range(unsigned first, unsigned last, int flags);
+/* sendmsg, recvmsg: descriptors of connections passed with SCM_RIGHTS. */
+ssize_t rlb_track_sendmsg(int fd, const struct msghdr *msg, int flags);
+/* After a recvmsg() that filled msg: the connections it carried. Keeps
+ * errno. */
+void rlb_track_recvmsg_done(const struct msghdr *msg);
 /*
  * The ledger around a fork (rlb_health_conn_fork()): step 0 before it,
  * with no lock of ours held; 1 in the parent after it; 2 in the child,

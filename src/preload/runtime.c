@@ -377,6 +377,7 @@ out_free_diag:
 static const struct rlb_track_ops track_ops = {
 	.charge = rlb_runtime_charge,
 	.traffic = rlb_runtime_traffic,
+	.receive = rlb_runtime_receive,
 	.next_address = rlb_runtime_next_address,
 };
 
@@ -502,6 +503,20 @@ void rlb_runtime_charge(const struct rlb_failure *f)
 		return;
 	rlb_snapshot_charge(snap, f);
 	rlb_runtime_release(snap);
+}
+
+size_t rlb_runtime_receive(uint64_t ino, struct rlb_owner *owners)
+{
+	struct rlb_snapshot *snap;
+	int saved = errno;
+	size_t n = 0;
+
+	if ((snap = rlb_runtime_acquire())) {
+		n = rlb_snapshot_receive(snap, ino, owners);
+		rlb_runtime_release(snap);
+	}
+	errno = saved;
+	return n;
 }
 
 void rlb_runtime_traffic(const struct rlb_owner *owners, size_t n, uint64_t ino,

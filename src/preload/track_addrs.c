@@ -637,7 +637,10 @@ size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
 
 bool rlb_track_active(void)
 {
-	return atomic_load_explicit(&rlb_addr_active, memory_order_relaxed);
+	/* Or it holds a connection it was sent (SCM_RIGHTS), without ever
+	 * having been handed a replica's address itself. */
+	return atomic_load_explicit(&rlb_addr_active, memory_order_relaxed) ||
+	       atomic_load_explicit(&rlb_ledger_count, memory_order_relaxed);
 }
 
 /* Whether two owner lists share a cluster but not a replica. */

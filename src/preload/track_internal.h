@@ -235,6 +235,9 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 		       bool at_exit);
 /* A connect to (owners, n) starts: dropped attempts were slow. */
 void rlb_pending_match_dropped(const struct rlb_owner *owners, size_t n);
+/* The tables are this process's, if no process claimed them before (a
+ * process that holds connections it was sent, handed out no address). */
+void rlb_pending_claim_owner(void);
 /* Whether this is a vfork() child borrowing the tables. */
 bool rlb_pending_in_vfork_child(void);
 /* The TCP_SYNCNT that bounds a connect to about timeout_ms. */

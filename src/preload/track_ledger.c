@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 
 #include "preload/track_internal.h"
 
@@ -47,6 +48,7 @@ static struct ledger *ledger_get(bool make)
 
 	if (l || !make)
 		return l;
+	rlb_pending_claim_owner();
 	m = rlb_libc()->mmap(NULL, sizeof(struct ledger),
 			     PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -167,6 +169,97 @@ void rlb_ledger_count_connect(const struct dest *dst, bool ok)
 	size_t n = rlb_addr_owners(dst, owners, &pol);
 
 	tell(owners, n, 0, ok ? RLB_CONN_ESTABLISHED : RLB_CONN_FAILED);
+}
+
+/* Each descriptor an SCM_RIGHTS message of msg carries, to fn. */
+static void each_passed_fd(const struct msghdr *msg, void (*fn)(int fd))
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR((struct msghdr *)msg); cm;
+	     cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		size_t n;
+
+		if (cm->cmsg_level != SOL_SOCKET ||
+		    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t k = 0; k < n; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int),
+			       sizeof(fd));
+			fn(fd);
+		}
+	}
+}
+
+/* fd leaves in a message: a hold in transit for its connection. */
+static void sent_one(int fd)
+{
+	struct ledger *l = ledger_get(false);
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	struct ledger_desc *d;
+	uint32_t idx;
+	size_t n;
+
+	if (!l || fd < 0 || fd >= LEDGER_FDS ||
+	    !(idx = atomic_load(&l->fd_desc[fd])))
+		return;
+	d = &l->descs[idx - 1];
+	if (!atomic_load(&d->counted))
+		return;
+	n = desc_owners(d, owners);
+	tell(owners, n, atomic_load(&d->ino), RLB_CONN_SENT);
+}
+
+/* fd arrived in a message: ours too, if it is a connection counted. */
+static void received_one(int fd)
+{
+	const struct rlb_track_ops *o = rlb_pending_ops();
+	struct rlb_owner owners[RLB_MAX_OWNERS];
+	struct ledger *l;
+	struct ledger_desc *d;
+	uint64_t ino;
+	uint32_t idx, prev;
+	size_t n;
+
+	if (fd < 0 || fd >= LEDGER_FDS || !o || !o->receive ||
+	    !(ino = rlb_pending_ino(fd)) || !(n = o->receive(ino, owners)) ||
+	    !(l = ledger_get(true)) || !(idx = desc_claim(l, ino)))
+		return;
+	d = &l->descs[idx - 1];
+	memcpy(d->owners, owners, n * sizeof(owners[0]));
+	atomic_store_explicit(&d->n, (uint32_t)n, memory_order_release);
+	atomic_store(&d->counted, true);
+	prev = atomic_exchange(&l->fd_desc[fd], idx);
+	desc_unref(l, prev);
+}
+
+ssize_t rlb_track_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	ssize_t rc = rlb_libc()->sendmsg(fd, msg, flags);
+	int saved = errno;
+
+	/* After the send: the kernel has read msg, so it can be read. A
+	 * receiver quicker than this keeps its own hold, and the one in
+	 * transit is given up later (design.md §11.8). */
+	if (rc >= 0 && msg &&
+	    atomic_load_explicit(&rlb_ledger_count, memory_order_relaxed) &&
+	    msg->msg_controllen >= CMSG_LEN(sizeof(int)) &&
+	    !rlb_pending_in_vfork_child()) {
+		each_passed_fd(msg, sent_one);
+		errno = saved;
+	}
+	return rc;
+}
+
+void rlb_track_recvmsg_done(const struct msghdr *msg)
+{
+	int saved = errno;
+
+	/* Cut short (MSG_CTRUNC), the descriptors that fit are ours all
+	 * the same. */
+	each_passed_fd(msg, received_one);
+	errno = saved;
 }
 
 void rlb_ledger_failed(int fd)

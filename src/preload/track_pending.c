@@ -90,6 +90,13 @@ bool rlb_pending_in_vfork_child(void)
 	       atomic_load_explicit(&owner_pid, memory_order_relaxed);
 }
 
+void rlb_pending_claim_owner(void)
+{
+	pid_t zero = 0;
+
+	atomic_compare_exchange_strong(&owner_pid, &zero, rlb_libc()->getpid());
+}
+
 void rlb_pending_setup(void)
 {
 	void *f = rlb_libc()->mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),

@@ -525,6 +525,43 @@ void rlb_health_detach(struct rlb_health *h)
 	free(h);
 }
 
+/* Whether dir holds fname, or this IPC namespace's fname.ipc-TAG. */
+static bool has_name_file(const char *dir, const char *fname)
+{
+	char path[PATH_MAX], ns[NAME_MAX + 1];
+	struct stat st;
+	uint64_t tag = rlb_dir_ipc_tag();
+
+	if (!dir[0])
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", dir, fname);
+	if (rlb_libc()->lstat(path, &st) == 0)
+		return true;
+	if (!tag)
+		return false;
+	rlb_dir_ns_file_name(fname, tag, ns, sizeof(ns));
+	snprintf(path, sizeof(path), "%s/%s", dir, ns);
+	return rlb_libc()->lstat(path, &st) == 0;
+}
+
+bool rlb_health_has_state(const struct rlb_cluster *c)
+{
+	struct rlb_health *h = c->health;
+	char fname[NAME_MAX + 1];
+	int saved = errno;
+	bool has;
+
+	if (!h || atomic_load_explicit(&h->cur, memory_order_acquire))
+		return h != NULL;
+	if (!h->dirs || !h->dirs->ok)
+		return false;
+	rlb_dir_file_name(c->name ? c->name : "", fname, sizeof(fname));
+	has = has_name_file(h->dirs->want, fname) ||
+	      has_name_file(h->dirs->fb, fname);
+	errno = saved;
+	return has;
+}
+
 const char *rlb_health_path(const struct rlb_health *h)
 {
 	struct store *s;

@@ -28,12 +28,13 @@
 #define HEALTH_ROWS	 256
 #define HEALTH_ROW_WORDS (HEALTH_ROWS / 64)
 /* Entries for n slots: 16 connections per replica at load 1/2, at least
- * 256, at most 16384 (1 MiB). */
+ * 256, at most 16384 (1.5 MiB). */
 #define HEALTH_CONNS_OF(n)                                                     \
 	((size_t)(n)*32 < 256	  ? (size_t)256                                \
 	 : (size_t)(n)*32 > 16384 ? (size_t)16384                              \
 				  : (size_t)(n)*32)
-#define HEALTH_CONN_PROBE 64 /* entries one inode may sit in */
+#define HEALTH_CONN_PROBE 64	/* entries one inode may sit in */
+#define HEALTH_TRANSIT_MS 10000 /* a descriptor sent is received by then */
 #define HEALTH_LEDGER_BYTES(n)                                                 \
 	(HEALTH_ROWS * sizeof(struct health_row) +                             \
 	 HEALTH_CONNS_OF(n) * sizeof(struct health_conn))
@@ -147,7 +148,11 @@ struct health_conn {
 	_Atomic uint64_t replica;
 	_Atomic uint64_t holders;
 	_Atomic uint64_t mask[HEALTH_ROW_WORDS];
-	uint64_t reserved;
+	/* Holds of descriptors sent with SCM_RIGHTS and not yet received:
+	 * bit r, by the sender's row r; sent_ms the last send (monotonic),
+	 * after which an unreceived one is given up (HEALTH_TRANSIT_MS). */
+	_Atomic uint64_t transit[HEALTH_ROW_WORDS];
+	_Atomic int64_t sent_ms;
 };
 
 /* A segment: header, then an open-addressing table of nslots slots, then
@@ -160,7 +165,7 @@ struct health_map {
 _Static_assert(sizeof(struct health_header) == 128, "header is 128 bytes");
 _Static_assert(sizeof(struct health_slot) == 64, "slot is 64 bytes");
 _Static_assert(sizeof(struct health_row) == 32, "row is 32 bytes");
-_Static_assert(sizeof(struct health_conn) == 64, "entry is 64 bytes");
+_Static_assert(sizeof(struct health_conn) == 96, "entry is 96 bytes");
 
 /* The ledger of segment m of nslots slots. */
 static inline struct health_row *rlb_ledger_rows(struct health_map *m,

@@ -185,17 +185,53 @@ static void conn_release(struct health_map *m, uint32_t nslots,
 	atomic_store_explicit(&e->ino, 0, memory_order_release);
 }
 
-/* Row r lets go of e: true when it held it. */
-static bool conn_let_go(struct health_map *m, uint32_t nslots,
-			struct health_conn *e, unsigned r)
+/* Bit r of one of e's row masks (mask or transit) goes: true when it
+ * was set, and then its hold is let go. */
+static bool conn_clear(struct health_map *m, uint32_t nslots,
+		       struct health_conn *e, _Atomic uint64_t *words,
+		       unsigned r)
 {
 	uint64_t bit = 1ULL << (r % 64);
 
-	if (!(atomic_fetch_and(&e->mask[r / 64], ~bit) & bit))
+	if (!(atomic_fetch_and(&words[r / 64], ~bit) & bit))
 		return false;
 	if (atomic_fetch_sub(&e->holders, 1) == 1)
 		conn_release(m, nslots, e);
 	return true;
+}
+
+/* Row r lets go of e: true when it held it. */
+static bool conn_let_go(struct health_map *m, uint32_t nslots,
+			struct health_conn *e, unsigned r)
+{
+	return conn_clear(m, nslots, e, e->mask, r);
+}
+
+/* Bit r of words set: true when it was not, and then a hold is added. */
+static bool conn_hold(struct health_conn *e, _Atomic uint64_t *words,
+		      unsigned r)
+{
+	uint64_t bit = 1ULL << (r % 64);
+
+	if (atomic_fetch_or(&words[r / 64], bit) & bit)
+		return false;
+	atomic_fetch_add(&e->holders, 1);
+	return true;
+}
+
+/* Sends of e not received within HEALTH_TRANSIT_MS are given up. */
+static void conn_transit_expire(struct health_map *m, uint32_t nslots,
+				struct health_conn *e, int64_t now)
+{
+	int64_t at = atomic_load_explicit(&e->sent_ms, memory_order_relaxed);
+
+	if (!at || now - at < HEALTH_TRANSIT_MS)
+		return;
+	for (unsigned r = 0; r < HEALTH_ROWS; r++)
+		if (atomic_load_explicit(&e->transit[r / 64],
+					 memory_order_relaxed) &
+		    (1ULL << (r % 64)))
+			conn_clear(m, nslots, e, e->transit, r);
 }
 
 /* ------------------------------------------------------------------ */
@@ -211,8 +247,10 @@ static void row_free(struct health_map *m, uint32_t nslots, unsigned r)
 	struct conns t = conns_of(m, nslots);
 
 	for (size_t k = 0; k < t.n; k++)
-		if (atomic_load_explicit(&t.e[k].ino, memory_order_relaxed))
+		if (atomic_load_explicit(&t.e[k].ino, memory_order_relaxed)) {
 			conn_let_go(m, nslots, &t.e[k], r);
+			conn_clear(m, nslots, &t.e[k], t.e[k].transit, r);
+		}
 	atomic_store(&w->pidns, 0);
 	atomic_store(&w->image, 0);
 	atomic_store_explicit(&w->owner, 0, memory_order_release);
@@ -346,9 +384,7 @@ bool rlb_health_conn_take(struct rlb_cluster *c, size_t i, uint64_t ino)
 		atomic_store(&e->replica, c->replicas[i].identity);
 		atomic_fetch_add(&slot->in_flight, 1);
 	}
-	if (!(atomic_fetch_or(&e->mask[r / 64], 1ULL << (r % 64)) &
-	      (1ULL << (r % 64))))
-		atomic_fetch_add(&e->holders, 1);
+	conn_hold(e, e->mask, (unsigned)r);
 	took = true;
 out:
 	errno = saved;
@@ -397,11 +433,58 @@ void rlb_health_conn_fork(struct rlb_cluster *c, uint64_t ino, int step)
 	if (r < 0 || !(e = conn_find(conns_of(s->map, s->nslots), ino)) ||
 	    !atomic_load(&e->holders))
 		goto out;
-	if (!(atomic_fetch_or(&e->mask[r / 64], 1ULL << (r % 64)) &
-	      (1ULL << (r % 64))))
-		atomic_fetch_add(&e->holders, 1);
+	conn_hold(e, e->mask, (unsigned)r);
 out:
 	errno = saved;
+}
+
+void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino, bool undo)
+{
+	struct store *s = rlb_attach_check(c);
+	struct health_conn *e;
+	int saved = errno, r;
+
+	if (!ino || !s || s->readonly || (r = row_of(s)) < 0 ||
+	    !(e = conn_find(conns_of(s->map, s->nslots), ino)))
+		goto out;
+	if (undo) {
+		conn_clear(s->map, s->nslots, e, e->transit, (unsigned)r);
+	} else if (atomic_load(&e->holders)) {
+		atomic_store(&e->sent_ms, rlb_monotonic_ms());
+		conn_hold(e, e->transit, (unsigned)r);
+	}
+out:
+	errno = saved;
+}
+
+bool rlb_health_conn_receive(struct rlb_cluster *c, uint64_t ino,
+			     uint64_t *replica)
+{
+	struct store *s;
+	struct health_conn *e;
+	bool took = false;
+	int saved = errno, r;
+
+	if (!ino || !rlb_health_has_state(c) || !(s = rlb_attach_check(c)) ||
+	    s->readonly || !(e = conn_find(conns_of(s->map, s->nslots), ino)) ||
+	    !atomic_load(&e->holders) || (r = row_of(s)) < 0)
+		goto out;
+	*replica = atomic_load(&e->replica);
+	conn_hold(e, e->mask, (unsigned)r);
+	/* One hold of a sender is ours now: the first in transit. */
+	for (unsigned w = 0; w < HEALTH_ROW_WORDS; w++) {
+		uint64_t t = atomic_load(&e->transit[w]);
+
+		if (t) {
+			conn_clear(s->map, s->nslots, e, e->transit,
+				   w * 64 + (unsigned)__builtin_ctzll(t));
+			break;
+		}
+	}
+	took = true;
+out:
+	errno = saved;
+	return took;
 }
 
 void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino)
@@ -449,7 +532,9 @@ void rlb_ledger_reclaim_due(struct store *s)
 int rlb_ledger_reclaim(struct store *s)
 {
 	struct health_row *rows;
+	struct conns t;
 	uint64_t mine;
+	int64_t now;
 	int n = 0;
 
 	if (!s || !s->map || s->readonly)
@@ -463,6 +548,11 @@ int rlb_ledger_reclaim(struct store *s)
 		    row_reclaim(s->map, s->nslots, r, o))
 			n++;
 	}
+	t = conns_of(s->map, s->nslots);
+	now = rlb_monotonic_ms();
+	for (size_t k = 0; k < t.n; k++)
+		if (atomic_load_explicit(&t.e[k].ino, memory_order_relaxed))
+			conn_transit_expire(s->map, s->nslots, &t.e[k], now);
 	return n;
 }
 

@@ -169,6 +169,23 @@ void rlb_health_count_connect(struct rlb_cluster *c, size_t i, bool ok);
  */
 bool rlb_health_conn_take(struct rlb_cluster *c, size_t i, uint64_t ino);
 void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino);
+/*
+ * SCM_RIGHTS. Send: before a descriptor of ino leaves this process in a
+ * message, a hold in transit is added in this process's name, so that the
+ * sender's close cannot drop the connection before the receiver has it
+ * (undo: the send failed). Receive: this process holds ino too, and takes
+ * over one hold in transit; false when no process holds it, or c has no
+ * state on this host (nothing is made for it). A hold never received is
+ * given up after HEALTH_TRANSIT_MS (10 s), or when its sender dies.
+ */
+void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino, bool undo);
+bool rlb_health_conn_receive(struct rlb_cluster *c, uint64_t ino,
+			     uint64_t *replica);
+/*
+ * Whether c has state on this host already: attached here, or its state
+ * file exists in the state directory (nothing is made or attached).
+ */
+bool rlb_health_has_state(const struct rlb_cluster *c);
 void rlb_health_conn_fork(struct rlb_cluster *c, uint64_t ino, int step);
 /* Give back what dead processes held: the number of rows freed. */
 int rlb_health_reclaim(struct rlb_cluster *c);

@@ -17,7 +17,9 @@ gethostbyname
 gethostbyname2
 gethostbyname2_r
 gethostbyname_r
-getsockopt"
+getsockopt
+recvmsg
+sendmsg"
 
 # Version-node entries ("A" symbols) are allowed; everything else counts.
 nm -D --defined-only "$RLB_LIB" >"$T/nm.out" 2>"$T/nm.err"

@@ -76,10 +76,10 @@ check_eq "only the cluster used has a state file" "damage.cluster.state" \
 check_eq "state file mode" 600 "$(stat -c %a "$S")"
 SEG=$(seg_of "$S")
 check_match "it names a segment" '^[0-9]+$' "$SEG"
-check_eq "3 replicas: 128-byte header, 8 slots of 64 bytes, the ledger (256 rows of 32, 256 entries of 64)" 25216 \
+check_eq "3 replicas: 128-byte header, 8 slots of 64 bytes, the ledger (256 rows of 32, 256 entries of 96)" 33408 \
 	"$(seg_field "$SEG" 4)"
 check_eq "segment mode" 600 "$(seg_field "$SEG" 3)"
-check_match "ipcs shows it" "^0x00000000 +$SEG +[a-z0-9]+ +600 +25216 " \
+check_match "ipcs shows it" "^0x00000000 +$SEG +[a-z0-9]+ +600 +33408 " \
 	"$(ipcs -m)"
 cp "$S" "$T/backup.state"
 
@@ -143,7 +143,7 @@ forge_0666()
 	$PY - "$S" <<'EOF'
 import ctypes, sys
 libc = ctypes.CDLL(None, use_errno=True)
-sid = libc.shmget(0, 25216, 0o1666)  # IPC_PRIVATE, IPC_CREAT | 0666
+sid = libc.shmget(0, 33408, 0o1666)  # IPC_PRIVATE, IPC_CREAT | 0666
 tmp = sys.argv[1] + ".forged"
 with open(tmp, "w") as f:
     f.write("replicalb-state 1 shm %d 0123456789abcdef\n" % sid)
@@ -206,7 +206,7 @@ check_match "status uses the state file" "damage.cluster.state\"" \
 out=$(rlbctl remove-state)
 echo "    remove-state after the damage:" $out
 check_eq "remove-state keeps the state in use" "$SEG2" "$(seg_of "$S")"
-check_eq "and its segment" 25216 "$(seg_field "$SEG2" 4)"
+check_eq "and its segment" 33408 "$(seg_field "$SEG2" 4)"
 check_eq "nothing of the directory is left to remove" "" \
 	"$(rlbctl remove-state)"
 
@@ -315,7 +315,7 @@ check_eq "three virtual names: three segments" 3 \
 	"$(segs_made_by "$(cat "$T/big.pid")" "$T/segs.before")"
 check_eq "and three state files" 3 "$(ls "$T/big-state" | wc -l)"
 sizes=$(for f in "$T"/big-state/*.state; do seg_field "$(seg_of "$f")" 4; done | sort -u)
-check_eq "one replica: 128 + 4 x 64 bytes + the ledger (8192 + 256 x 64) each" 24960 "$sizes"
+check_eq "one replica: 128 + 4 x 64 bytes + the ledger (8192 + 256 x 96) each" 33152 "$sizes"
 
 # ---------------------------------------------------------------------
 # remove-state

@@ -10,6 +10,8 @@
 # - a forked child that holds its parent's connections keeps them counted
 #   after the parent closes its copies, until it exits;
 # - os.closerange() (close_range) lets go;
+# - a connection sent with SCM_RIGHTS to an unrelated process counts
+#   once, and while that process holds it;
 # - 16 clients SIGKILLed holding connections are given back at once in
 #   status, and the counter a selection reads within the reclaim time.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -143,7 +145,51 @@ eval "echo go >&\$fd_fork"
 wait "$(cat "$T/fork.pid")"
 check_empty "fork: silent" "$T/fork.err"
 
-# 4. 16 clients SIGKILLed holding two connections each.
+# 4. SCM_RIGHTS: a connection sent to an unrelated process (which never
+# resolved a name) and closed by its sender at once counts once, while
+# the receiver holds it, and not after.
+cat >"$T/scm.py" <<'EOF'
+import os, socket, sys
+mode, path = sys.argv[1], sys.argv[2]
+if mode == "recv":
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+    print("listening", flush=True)
+    c, _ = srv.accept()
+    msg, fds, flags, addr = socket.recv_fds(c, 16, 4)
+    print("received %d" % len(fds), flush=True)
+    sys.stdin.readline()
+    for f in fds:
+        os.close(f)
+    print("closed", flush=True)
+    sys.stdin.readline()
+else:
+    s = socket.create_connection(("t.cluster", int(sys.argv[3])))
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(path)
+    socket.send_fds(u, [b"x"], [s.fileno()])
+    s.close()
+EOF
+mkfifo "$T/scm.in"
+LD_PRELOAD="$RLB_LIB" $PY "$T/scm.py" recv "$T/scm.sock" <"$T/scm.in" \
+	>"$T/scm.out" 2>"$T/scm.err" &
+scm_pid=$!
+exec {scm_fd}>"$T/scm.in"
+check "scm: the receiver listens" wait_for scm listening
+preload $PY "$T/scm.py" send "$T/scm.sock" "$PORT" 2>>"$T/scm.err"
+check "scm: the receiver got the descriptor" wait_for scm "received 1"
+check_eq "scm: sent, then closed by its sender: the receiver's, counted once" \
+	"1" "$(stat_of t.cluster 127.0.0.2 in_flight)"
+echo go >&"$scm_fd"
+check "scm: the receiver closed it" wait_for scm closed
+check_eq "scm: none in flight once the receiver closed it" "0" \
+	"$(stat_of t.cluster 127.0.0.2 in_flight)"
+echo go >&"$scm_fd"
+wait "$scm_pid"
+check_empty "scm: silent" "$T/scm.err"
+
+# 5. 16 clients SIGKILLed holding two connections each.
 cat >"$T/sit.py" <<'EOF'
 import socket, sys, time
 socks = [socket.create_connection(("t.cluster", int(sys.argv[1])))

@@ -206,6 +206,8 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_dup2	      return fail_int(fail_err)
 #define FAIL_dup3	      return fail_int(fail_err)
 #define FAIL_close_range      return fail_int(fail_err)
+#define FAIL_sendmsg	      return fail_int(fail_err)
+#define FAIL_recvmsg	      return fail_int(fail_err)
 #define FAIL_poll	      return fail_int(fail_err)
 #define FAIL_open	      return fail_int(fail_err)
 #define FAIL_openat	      return fail_int(fail_err)
@@ -280,6 +282,8 @@ static const int errnos[E_COUNT][MAX_ERRNOS] = {
 	[E_dup2] = {EBUSY, EINTR, EMFILE},
 	[E_dup3] = {EBUSY, EINTR, EMFILE},
 	[E_close_range] = {ENOMEM, EMFILE, EINVAL},
+	[E_sendmsg] = {EAGAIN, ENOBUFS, ENOMEM, EINTR},
+	[E_recvmsg] = {EAGAIN, EINTR, ENOMEM},
 	[E_poll] = {EINTR, ENOMEM, EINVAL},
 	[E_open] = {EMFILE, ENFILE, ENOMEM, EACCES, ENOENT, EINTR, ENOSPC,
 		    EROFS, EDQUOT, ELOOP, EEXIST, EPERM},
@@ -623,8 +627,54 @@ static void track_close(int fd)
 }
 
 /*
+ * fd sent over a socket pair with SCM_RIGHTS and received: the copy, in
+ * this same process, is the same connection; it is closed again.
+ */
+static void pass_fd(int fd)
+{
+	char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = cbuf,
+			   .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	int sp[2], got;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+		return;
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	if (rlb_track_sendmsg(sp[0], &m, 0) != 1) {
+		if (!fired_here(S_DUP))
+			problem("sendmsg failed (%s) with no fault",
+				strerror(errno));
+	} else {
+		m.msg_controllen = sizeof(cbuf);
+		if (rlb_libc()->recvmsg(sp[1], &m, MSG_CMSG_CLOEXEC) != 1) {
+			if (!fired_here(S_DUP))
+				problem("recvmsg failed (%s) with no fault",
+					strerror(errno));
+		} else {
+			rlb_track_recvmsg_done(&m);
+			cm = CMSG_FIRSTHDR(&m);
+			if (cm && cm->cmsg_type == SCM_RIGHTS) {
+				memcpy(&got, CMSG_DATA(cm), sizeof(got));
+				track_close(got);
+			}
+		}
+	}
+	close(sp[0]);
+	close(sp[1]);
+	step = S_DUP;
+}
+
+/*
  * The descriptor calls on a connection to replica 0 of c (fd): dup,
- * fcntl F_DUPFD_CLOEXEC, dup3 and dup2 over one of them, close_range of the
+ * fcntl F_DUPFD_CLOEXEC, dup3 and dup2 over one of them, a copy sent and
+ * received (pass_fd()), close_range of the
  * copies. Each fails only as its entry was made to; the connection
  * stays in flight while any descriptor of it is open, and one copy
  * counts once.
@@ -650,6 +700,7 @@ static void dup_steps(int fd, struct rlb_cluster *c)
 	if (now != before)
 		problem("copies of one connection: in flight %llu, was %llu",
 			(unsigned long long)now, (unsigned long long)before);
+	pass_fd(fd);
 	if (d1 >= 0 && rlb_track_close_range(d1, d1, 0) != 0) {
 		if (!fired_here(S_DUP))
 			problem("close_range failed (%s) with no fault",

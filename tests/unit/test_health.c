@@ -37,9 +37,9 @@
 
 /* The largest file the tests read (a name file is one short line). */
 /* The connection ledger after n slots: 256 rows of 32 bytes, then
- * entries of 64, 32 per slot, at least 256 (design.md §12.13), written
+ * entries of 96, 32 per slot, at least 256 (design.md §12.13), written
  * out, not taken from the code. */
-#define LEDGER_BYTES(n) (256 * 32 + ((n)*32 < 256 ? 256 : (n)*32) * 64)
+#define LEDGER_BYTES(n) (256 * 32 + ((n)*32 < 256 ? 256 : (n)*32) * 96)
 #define FILE_SIZE	4096
 #define NCHILDREN	8
 /* Enough to overlap on two CPUs: 500 each rarely catches a lost update. */
@@ -1025,7 +1025,7 @@ static void test_health_sized_to_cluster(void **state)
 	assert_true(id >= 0);
 	ds = segment_stat(id);
 	/* 8 slots of 64 bytes for 3 replicas (load factor <= 1/2), then
-	 * the ledger: 256 rows of 32 bytes, 256 entries of 64. */
+	 * the ledger: 256 rows of 32 bytes, 256 entries of 96. */
 	assert_int_equal(ds.shm_segsz, 128 + 8 * 64 + LEDGER_BYTES(8));
 	assert_int_equal(ds.shm_perm.mode & 0777, 0600);
 	assert_int_equal(ds.shm_perm.uid, geteuid());
@@ -1041,7 +1041,7 @@ static void test_health_sized_to_cluster(void **state)
 	assert_true(id >= 0);
 	assert_int_equal(segment_stat(id).shm_segsz,
 			 128 + 2 * RLB_MAX_REPLICAS * 64 + 256 * 32 +
-				 16384 * 64);
+				 16384 * 96);
 	cfg_free(big);
 }
 
@@ -3022,6 +3022,68 @@ static void test_traffic_killed_holders_reclaimed(void **state)
 	cfg_free(cfg);
 }
 
+/*
+ * SCM_RIGHTS: the sender's hold in transit keeps the connection counted
+ * after the sender's close until a receiver (another process) takes it
+ * over; one never received is given up after 10 s.
+ */
+static void test_traffic_sent_descriptor(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
+	struct rlb_cluster *c = &cfg->clusters[0];
+	int up[2], down[2], status;
+	uint64_t replica = 0;
+	pid_t pid;
+
+	assert_true(rlb_health_has_state(c));
+	assert_true(rlb_health_conn_take(c, 1, 6001));
+	rlb_health_conn_send(c, 6001, false);
+	rlb_health_conn_drop(c, 6001); /* the sender closes at once */
+	assert_int_equal(in_flight_of(c, 1), 1);
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char b;
+
+		if (!rlb_health_conn_receive(c, 6001, &replica) ||
+		    replica != c->replicas[1].identity ||
+		    write(up[1], "r", 1) != 1 || read(down[0], &b, 1) != 1)
+			_exit(2);
+		rlb_health_conn_drop(c, 6001);
+		_exit(write(up[1], "d", 1) == 1 ? 0 : 2);
+	}
+	wait_byte(up[0]);
+	/* Received: the receiver's hold, the one in transit gone. */
+	assert_int_equal(in_flight_of(c, 1), 1);
+	assert_int_equal(traffic_of(c, 1).in_flight, 1);
+	test_clock_advance(20000);
+	assert_int_equal(rlb_health_reclaim(c), 0);
+	assert_int_equal(in_flight_of(c, 1), 1); /* the receiver holds it */
+	assert_int_equal(write(down[1], "x", 1), 1);
+	wait_byte(up[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(in_flight_of(c, 1), 0);
+
+	/* Sent, never received: counted until given up. */
+	assert_true(rlb_health_conn_take(c, 0, 6002));
+	rlb_health_conn_send(c, 6002, false);
+	rlb_health_conn_drop(c, 6002);
+	assert_int_equal(in_flight_of(c, 0), 1);
+	rlb_health_reclaim(c);
+	assert_int_equal(in_flight_of(c, 0), 1);
+	test_clock_advance(10001);
+	rlb_health_reclaim(c);
+	assert_int_equal(in_flight_of(c, 0), 0);
+	/* Nobody holds it: nothing to receive. */
+	assert_false(rlb_health_conn_receive(c, 6002, &replica));
+	close(up[0]), close(up[1]), close(down[0]), close(down[1]);
+	cfg_free(cfg);
+}
+
 /* A segment replaced by a larger one keeps traffic and ledger. */
 static void test_traffic_kept_when_segment_grows(void **state)
 {
@@ -3136,6 +3198,7 @@ int main(void)
 		T(test_traffic_take_and_drop),
 		T(test_traffic_fork_child_holds),
 		T(test_traffic_killed_holders_reclaimed),
+		T(test_traffic_sent_descriptor),
 		T(test_traffic_kept_when_segment_grows),
 		T(test_traffic_readonly_writes_nothing),
 	};
