@@ -6,6 +6,8 @@ Usage: bench_lb_report.py RAW_DIR OUT.json [--quick 0|1] [--rounds R]
        [--seconds-each S] [--seconds S] [--service-ms MS]
        [--least-request 0|1] [--load-start "L1 L5 L15"] [--load-end "..."]
        [--haproxy VERSION] [--commit ID]
+       bench_lb_report.py --markdown RESULTS-LB.json
+         the figures and the goals as Markdown tables (BENCHMARKS.md)
 
 RAW_DIR (written by scripts/bench):
   setup                 "SCENARIO REPLICA WORKERS SERVICE_MS" per replica
@@ -80,7 +82,43 @@ def read_raw(path):
     return lat, ids
 
 
+def markdown(path):
+    """The cells and the goals of a results-lb.json as Markdown tables."""
+    with open(path) as f:
+        doc = json.load(f)
+    print("| scenario | N | configuration | p50 ms | p99 ms | req/s | "
+          "slow share |")
+    print("|---|---|---|---|---|---|---|")
+    for sc in [s for s in doc["setup"]["scenarios"] if s in doc["cells"]]:
+        first_sc = True
+        for n in sorted(doc["cells"][sc], key=int):
+            first_n = True
+            for cfg in CONFIGS:
+                v = doc["cells"][sc][n].get(cfg)
+                if v is None:
+                    continue
+                print("| %s | %s | %s | %.1f | %.1f | %s | %.3f |" % (
+                    "`%s`" % sc if first_sc else "", n if first_n else "",
+                    LABEL[cfg], v["p50_ms"], v["p99_ms"],
+                    "{:,.0f}".format(v["rate"]), v["slow_share"]))
+                first_sc = first_n = False
+    print()
+    print("| goal | value | per round | goal | met |")
+    print("|---|---|---|---|---|")
+    for f in doc["figures"]:
+        rng = [x for x in f["per_round"] if x is not None]
+        print("| %s | %s | %s | %s | %s |" % (
+            f["label"], "-" if f["value"] is None else "%.3f" % f["value"],
+            "%.3f-%.3f" % (min(rng), max(rng)) if len(rng) > 1 else "",
+            f["goal"].replace("<=", "≤").replace(">=", "≥"),
+            "yes" if f["met"] else "**no**" if f["measured"] else
+            "not available"))
+    return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
+        return markdown(sys.argv[2])
     ap = argparse.ArgumentParser()
     ap.add_argument("raw")
     ap.add_argument("out")
