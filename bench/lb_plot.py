@@ -51,7 +51,7 @@ class Svg:
                  "</text>" % (x, y, anchor, FONT, size, extra, escape(s)))
 
 
-def panel(svg, x0, y0, title, xs, series, ymax, ylabel, ref=None):
+def panel(svg, x0, y0, title, xs, series, ymax, ylabel, refs=()):
     """series: [(label, color, [(x, y or None)], available)]"""
     step = nice_step(ymax)
     top = step * max(1, -(-ymax // step))
@@ -78,13 +78,15 @@ def panel(svg, x0, y0, title, xs, series, ymax, ylabel, ref=None):
     svg.text(x0 - 46, y0 + PH / 2, ylabel,
              extra="transform='rotate(-90 %.1f %.1f)'" % (x0 - 46,
                                                           y0 + PH / 2))
-    if ref is not None:
-        value, label = ref
+    for k, (value, label) in enumerate(refs):
         y = py(value)
         svg.add("<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='#999' "
                 "stroke-dasharray='4 3'/>" % (x0, y, x0 + PW, y))
-        svg.text(x0 + PW - 4, y - 4, label, anchor="end",
-                 extra="fill='#777'")
+        # The first one's label above it at the right, the next below it
+        # at the left: clear of the points, which stand at the middle.
+        svg.text(x0 + PW - 4 if k == 0 else x0 + 4,
+                 y - 4 if k == 0 else y + 13, label,
+                 anchor="end" if k == 0 else "start", extra="fill='#777'")
     for label, color, pts, ok in series:
         if not ok:
             continue
@@ -153,11 +155,17 @@ def main():
                     if v is not None] or [1])
         smax = max([v for _, _, pts, _ in share for _, v in pts
                     if v is not None] + [1 / 3])
+        # The slow replica's share of the capacity (workers / service
+        # time): what a balancer that filled every replica would send it.
+        cap = [r["workers"] / max(r["service_ms"], 1e-9)
+               for r in doc["setup"]["scenarios"][sc]]
         panel(svg, ML, y0, "p99: " + title(
             sc, doc["setup"]["scenarios"][sc]), xs, p99,
               ymax * 1.05, "p99 (ms)")
         panel(svg, ML + PW + MR + ML, y0, "slow replica's share", xs, share,
-              smax * 1.1, "share of requests", ref=(1 / 3, "even split"))
+              smax * 1.1, "share of requests",
+              refs=((1 / 3, "even split"),
+                    (cap[-1] / sum(cap), "its share of the capacity")))
     y = 40 + len(scen) * (MT + PH + MB) + 10
     for i, (cfg, label, color) in enumerate(CONFIGS):
         ok = any(cfg in cells[sc][n] for sc in scen for n in cells[sc])
