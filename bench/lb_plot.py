@@ -18,6 +18,7 @@ CONFIGS = [("random", "random", "#1f77b4"),
            ("least_request", "least_request (2 choices)", "#d62728"),
            ("least_request_full", "least_request (full scan)", "#ff7f0e"),
            ("haproxy", "HAProxy leastconn", "#7f7f7f")]
+HAPROXY = CONFIGS[-1][2]
 PW, PH = 330, 210          # a panel's plotting area
 ML, MR, MT, MB = 62, 18, 44, 44
 FONT = "font-family='sans-serif'"
@@ -87,14 +88,19 @@ def panel(svg, x0, y0, title, xs, series, ymax, ylabel, refs=()):
         svg.text(x0 + PW - 4 if k == 0 else x0 + 4,
                  y - 4 if k == 0 else y + 13, label,
                  anchor="end" if k == 0 else "start", extra="fill='#777'")
-    for label, color, pts, ok in series:
+    # HAProxy first, wide and dashed, so that the library's lines drawn
+    # over it stay visible where they meet it.
+    for label, color, pts, ok in sorted(series,
+                                        key=lambda s: s[1] != HAPROXY):
         if not ok:
             continue
         xy = [(px(xs.index(n)), py(v)) for n, v in pts if v is not None]
         if len(xy) > 1:
-            svg.add("<polyline fill='none' stroke='%s' stroke-width='2' "
-                    "points='%s'/>" % (color, " ".join(
-                        "%.1f,%.1f" % p for p in xy)))
+            svg.add("<polyline fill='none' stroke='%s' stroke-width='%s' "
+                    "%s points='%s'/>" % (
+                        color, 4 if color == HAPROXY else 2,
+                        "stroke-dasharray='7 4'" if color == HAPROXY
+                        else "", " ".join("%.1f,%.1f" % p for p in xy)))
         for x, y in xy:
             svg.add("<circle cx='%.1f' cy='%.1f' r='3.5' fill='%s'/>"
                     % (x, y, color))
@@ -171,8 +177,9 @@ def main():
         ok = any(cfg in cells[sc][n] for sc in scen for n in cells[sc])
         yy = y + 18 * i
         svg.add("<line x1='%d' y1='%d' x2='%d' y2='%d' stroke='%s' "
-                "stroke-width='3'/>" % (ML, yy, ML + 24, yy,
-                                        color if ok else "#ccc"))
+                "stroke-width='3' %s/>" % (
+                    ML, yy, ML + 24, yy, color if ok else "#ccc",
+                    "stroke-dasharray='7 4'" if color == HAPROXY else ""))
         svg.text(ML + 32, yy + 4, label + ("" if ok else
                                            " (not available in this run)"),
                  anchor="start", extra="" if ok else "fill='#999'")

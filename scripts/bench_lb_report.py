@@ -108,7 +108,8 @@ def markdown(path):
     for f in doc["figures"]:
         rng = [x for x in f["per_round"] if x is not None]
         print("| %s | %s | %s | %s | %s |" % (
-            f["label"], "-" if f["value"] is None else "%.3f" % f["value"],
+            f["label"].replace("|", "\\|"),
+            "-" if f["value"] is None else "%.3f" % f["value"],
             "%.3f-%.3f" % (min(rng), max(rng)) if len(rng) > 1 else "",
             f["goal"].replace("<=", "≤").replace(">=", "≥"),
             "yes" if f["met"] else "**no**" if f["measured"] else
