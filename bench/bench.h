@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* CLOCK_MONOTONIC in ns. */
 static inline double bench_now_ns(void)
@@ -68,6 +70,24 @@ static inline int bench_parse_addr(const char *s, struct sockaddr_in *sa)
 	sa->sin_family = AF_INET;
 	sa->sin_port = htons((unsigned short)port);
 	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+/* A TCP socket listening on sa (SO_REUSEADDR, a backlog of 4096), with
+ * TYPE_FLAGS (SOCK_NONBLOCK, SOCK_CLOEXEC) for socket(); -1 and errno on
+ * failure. */
+static inline int bench_listen(const struct sockaddr_in *sa, int type_flags)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | type_flags, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) != 0 ||
+	    listen(fd, 4096) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 #endif

@@ -64,7 +64,7 @@ static int serve_readable(int fd)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa;
-	int opt, lifetime = 600, one = 1, lfd, ep;
+	int opt, lifetime = 600, lfd, ep;
 	struct epoll_event ev = {.events = EPOLLIN}, evs[MAX_EVENTS];
 
 	while ((opt = getopt(argc, argv, "d:h")) != -1) {
@@ -85,14 +85,9 @@ int main(int argc, char **argv)
 	alarm((unsigned)lifetime);
 	signal(SIGPIPE, SIG_IGN);
 
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	lfd = bench_listen(&sa, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (lfd < 0)
-		die("socket");
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
 		die(argv[optind]);
-	if (listen(lfd, 4096) != 0)
-		die("listen");
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	ev.data.fd = lfd;
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) != 0)

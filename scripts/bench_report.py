@@ -48,6 +48,27 @@ def keyed(tokens):
     return {tokens[i]: num(tokens[i + 1]) for i in range(0, len(tokens) - 1, 2)}
 
 
+def loadavg(s):
+    return [float(x) for x in s.split()] if s else None
+
+
+def machine(load_start, load_end):
+    """The "machine" object of a results file."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for l in f:
+                if l.startswith("model name"):
+                    model = l.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu": model,
+            "kernel": platform.release(),
+            "loadavg_start": loadavg(load_start),
+            "loadavg_end": loadavg(load_end)}
+
+
 def markdown(paths):
     """The figures of one or more results.json files as a Markdown table:
     one column per file, and their median when there are several."""
@@ -335,28 +356,13 @@ def main():
                                       if "membership" in v]),
     }
 
-    def loadavg(s):
-        return [float(x) for x in s.split()] if s else None
-
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for l in f:
-                if l.startswith("model name"):
-                    model = l.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     doc = {
         "schema": 1,
         "date": datetime.datetime.now(datetime.timezone.utc)
         .strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": a.commit, "quick": bool(a.quick), "runs": a.runs,
         "seconds": a.seconds,
-        "machine": {"cpus": os.cpu_count(), "cpu": model,
-                    "kernel": platform.release(),
-                    "loadavg_start": loadavg(a.load_start),
-                    "loadavg_end": loadavg(a.load_end)},
+        "machine": machine(a.load_start, a.load_end),
         "figures": figures, "details": details}
     with open(a.out + ".tmp", "w") as f:
         json.dump(doc, f, indent=1)
