@@ -569,6 +569,31 @@ int rlb_members_encode(const struct rlb_members_answer *now, bool nxdomain,
 int rlb_members_decode(const char *buf, size_t len, uint64_t cluster,
 		       int64_t now_wall_ms, struct rlb_members_answer *a,
 		       bool *nxdomain, int64_t *wall_ms);
+/*
+ * Reading the shared answer: the side file STATE_DIR/NAME.members (under
+ * the state files' rules), at most RLB_SHARED_MAX_BYTES, used while DNS
+ * cannot be asked when no older than RLB_SHARED_MAX_AGE_MS. Its key is of
+ * the cluster's name and sources: another config's sources for the same
+ * name are another answer.
+ */
+#define RLB_SHARED_MAX_BYTES  (1u << 20)
+#define RLB_SHARED_MAX_AGE_MS (3600 * 1000)
+#define RLB_SHARED_EXT	      "members"
+struct rlb_shared_answer {
+	bool ok;		 /* a valid answer was read into `a` */
+	bool nx;		 /* of NXDOMAIN */
+	int64_t wall_ms, age_ms; /* when it was answered, and its age */
+	struct rlb_members_answer a;
+};
+uint64_t rlb_members_shared_key(uint64_t name_hash, const char *srv,
+				const char *dns);
+/*
+ * Cluster `name`'s shared answer of key in dir into *sh (sh->ok false:
+ * none, or not valid, and then set aside with set_aside). Free sh->a
+ * with rlb_members_answer_free().
+ */
+void rlb_members_shared_read(const char *dir, const char *name, uint64_t key,
+			     bool set_aside, struct rlb_shared_answer *sh);
 /* How long an answer with TTL ttl is fresh: the refresh interval. */
 int64_t rlb_membership_fresh_ms(const struct rlb_cluster *c, uint32_t ttl);
 /*

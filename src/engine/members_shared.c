@@ -222,3 +222,37 @@ int rlb_members_decode(const char *buf, size_t len, uint64_t cluster,
 	*wall_ms = wall;
 	return 0;
 }
+
+uint64_t rlb_members_shared_key(uint64_t name_hash, const char *srv,
+				const char *dns)
+{
+	uint64_t key =
+		rlb_hash64(srv ? srv : "", srv ? strlen(srv) : 0, name_hash);
+
+	return rlb_hash64(dns ? dns : "", dns ? strlen(dns) : 0, key);
+}
+
+void rlb_members_shared_read(const char *dir, const char *name, uint64_t key,
+			     bool set_aside, struct rlb_shared_answer *sh)
+{
+	char *buf = malloc(RLB_SHARED_MAX_BYTES);
+	int64_t now = rlb_now() * 1000;
+	ssize_t n;
+
+	memset(sh, 0, sizeof(*sh));
+	if (!buf)
+		return;
+	n = rlb_health_side_read(dir, name, RLB_SHARED_EXT, buf,
+				 RLB_SHARED_MAX_BYTES);
+	if (n > 0) {
+		int rc = rlb_members_decode(buf, (size_t)n, key, now, &sh->a,
+					    &sh->nx, &sh->wall_ms);
+
+		sh->ok = rc == 0;
+		if (rc == -EINVAL && set_aside)
+			rlb_health_side_set_aside(dir, name, RLB_SHARED_EXT,
+						  "not a valid shared answer");
+		sh->age_ms = now - sh->wall_ms;
+	}
+	free(buf);
+}

@@ -552,46 +552,6 @@ void rlb_runtime_set_dns(const struct rlb_dns_client *dns)
 	atomic_store(&dns_client, dns ? dns : &rlb_dns_stub);
 }
 
-/* The host's shared answer (design.md §15.6): at most this many bytes,
- * and no older than this when DNS cannot be asked. */
-#define SHARED_MAX_BYTES  (1u << 20)
-#define SHARED_MAX_AGE_MS (3600 * 1000)
-#define SHARED_EXT	  "members"
-
-/* What one refresh found in the shared answer file. */
-struct shared_answer {
-	bool ok; /* a valid answer was read into `a` */
-	bool nx; /* of NXDOMAIN */
-	int64_t wall_ms, age_ms;
-	struct rlb_members_answer a;
-};
-
-/* Read cluster `name`'s shared answer in dir into *sh; one that does not
- * parse is set aside. */
-static void read_shared(const char *dir, const char *name, uint64_t hash,
-			struct shared_answer *sh)
-{
-	char *buf = malloc(SHARED_MAX_BYTES);
-	int64_t now = rlb_now() * 1000;
-	ssize_t n;
-
-	memset(sh, 0, sizeof(*sh));
-	if (!buf)
-		return;
-	n = rlb_health_side_read(dir, name, SHARED_EXT, buf, SHARED_MAX_BYTES);
-	if (n > 0) {
-		int rc = rlb_members_decode(buf, (size_t)n, hash, now, &sh->a,
-					    &sh->nx, &sh->wall_ms);
-
-		sh->ok = rc == 0;
-		if (rc == -EINVAL)
-			rlb_health_side_set_aside(dir, name, SHARED_EXT,
-						  "not a valid shared answer");
-		sh->age_ms = now - sh->wall_ms;
-	}
-	free(buf);
-}
-
 /*
  * Refresh the membership of cluster name_hash: take the host's shared
  * answer when it is newer than ours and fresh (or, while this process has
@@ -609,7 +569,7 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	int64_t deadline = INT64_MAX, had_wall = 0, now;
 	struct rlb_cluster q = {0};
 	struct rlb_members_answer a;
-	struct shared_answer sh;
+	struct rlb_shared_answer sh;
 	struct runtime_membership *m;
 	const struct rlb_cluster *c;
 	struct rlb_snapshot *snap = NULL, *old = NULL;
@@ -639,17 +599,15 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	memset(&sh, 0, sizeof(sh));
 	/* The shared answer is of these sources: another config's sources
 	 * for the same name are another answer. */
-	key = rlb_hash64(q.srv ? q.srv : "", q.srv ? strlen(q.srv) : 0,
-			 name_hash);
-	key = rlb_hash64(q.dns ? q.dns : "", q.dns ? strlen(q.dns) : 0, key);
+	key = rlb_members_shared_key(name_hash, q.srv, q.dns);
 	if (name)
-		read_shared(dir, name, key, &sh);
+		rlb_members_shared_read(dir, name, key, true, &sh);
 	/* Another process asked since we did, and it is fresh: no DNS. */
 	if (sh.ok && sh.wall_ms > had_wall &&
 	    sh.age_ms < rlb_membership_fresh_ms(&q, sh.a.ttl))
 		use_shared = true;
 	/* Nothing of our own yet: a stale shared answer now, DNS after. */
-	else if (sh.ok && !answered && sh.age_ms < SHARED_MAX_AGE_MS)
+	else if (sh.ok && !answered && sh.age_ms < RLB_SHARED_MAX_AGE_MS)
 		use_shared = stale = true;
 	if (!use_shared && waited && dns == &rlb_dns_stub)
 		deadline = rlb_monotonic_ms() + rlb_dns_stub_budget_ms();
@@ -699,7 +657,8 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	pthread_mutex_unlock(&members_lock);
 	rlb_snapshot_put(old);
 	if (share) {
-		rlb_health_side_write(dir, name, SHARED_EXT, share, share_len);
+		rlb_health_side_write(dir, name, RLB_SHARED_EXT, share,
+				      share_len);
 		free(share);
 	}
 	free(q.srv);

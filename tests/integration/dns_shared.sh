@@ -5,7 +5,8 @@
 # within one TTL ask DNS once between them (named's query log); a new
 # program while DNS is down gets the last good members from the shared
 # answer and reaches them; a damaged shared answer is set aside and the
-# members asked again; a stale one answers at once and is refreshed.
+# members asked again; a stale one answers at once and is refreshed;
+# replicalbctl resolve -v shows the shared answer's age and origin.
 #
 #   127.0.0.71-73  web: w1..w3 (SRV targets, addresses in the answer)
 #   127.0.0.74-75  pool: p74, p75 (dns=, A records)
@@ -80,6 +81,15 @@ check "the shared answers are in the state directory" \
 	test -f "$REPLICALB_STATE_DIR/web.cluster.members"
 cat "$T/web.err" "$T/pool.err" >"$T/twenty.err"
 check_empty "20 programs: silent" "$T/twenty.err"
+
+# replicalbctl sees the members as a new program would: from the fresh
+# shared answer, asking DNS nothing, and says so.
+mark=$(wc -l <"$DNS_DIR/named.log")
+rlbctl resolve -v --peek web.cluster >"$T/ctl.out" 2>&1
+check_match "resolve -v: the host's shared answer, and its age" 	"answer: the host's shared answer, [0-9]+ ms old" "$(cat "$T/ctl.out")"
+check_match "resolve -v: its members" "w1.$Z" "$(cat "$T/ctl.out")"
+check_eq "resolve -v: replicalbctl asked DNS nothing" 0 \
+	"$(queries_since "$mark" "_http._tcp.web.$Z" SRV)"
 
 # -------------------------------------------------------------------
 # 2. DNS down: a new program gets the last good members at once.
