@@ -573,6 +573,29 @@ static bool is_state_entry(const char *name, bool *name_file, size_t *base_len)
 }
 
 /*
+ * Whether entry name is a side file of a cluster (NAME.members, or one
+ * set aside or half-written beside it, design.md §15.6): then base (of
+ * len bytes) is that cluster's NAME.state, as the keep list has it.
+ */
+static bool is_side_entry(const char *name, char *base, size_t len)
+{
+	static const char ext[] = ".members";
+	const char *found = NULL;
+
+	for (const char *p = strstr(name, ext); p; p = strstr(p + 1, ext)) {
+		const char *rest = p + sizeof(ext) - 1;
+
+		if (*rest == '\0' || strncmp(rest, ".corrupt-", 9) == 0 ||
+		    strncmp(rest, ".tmp-", 5) == 0)
+			found = p;
+	}
+	if (!found || found == name)
+		return false;
+	snprintf(base, len, "%.*s.state", (int)(found - name), name);
+	return true;
+}
+
+/*
  * Remove segment id if it is ours, and say so on out. True if removed.
  */
 static bool remove_segment(int id, const char *why, FILE *out)
@@ -641,8 +664,21 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out)
 		size_t base_len;
 		int rc;
 
-		if (!is_state_entry(name, &name_file, &base_len))
+		if (!is_state_entry(name, &name_file, &base_len)) {
+			/* A side file goes with its cluster. */
+			if (!is_side_entry(name, base, sizeof(base)) ||
+			    (!all && keep &&
+			     bsearch(&basep, keep, nkeep, sizeof(*keep),
+				     cmp_str)))
+				continue;
+			if (rlb_libc()->unlinkat(dirfd, name, 0) == 0) {
+				removed++;
+				if (out)
+					fprintf(out, "removed %s/%s\n", dir,
+						name);
+			}
 			continue;
+		}
 		/* An IPC namespace's own file is its cluster's too. */
 		snprintf(base, sizeof(base), "%.*s", (int)base_len, name);
 		rc = rlb_dir_name_read(dirfd, name, &nm, &v2, &nst, why,

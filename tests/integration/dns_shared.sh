@@ -148,4 +148,17 @@ check_ge "stale: refreshed in the background" 1 \
 now_wall=$(head -n1 "$f" | cut -d' ' -f4)
 check "stale: the shared answer is new again" test "$now_wall" -gt "$old"
 
+# -------------------------------------------------------------------
+# 5. remove-state: a cluster's shared answer goes with it, the others'
+# stay.
+cat >"$T/pool-only.conf" <<EOF
+clusters = ( { name = "pool.cluster"; dns = "pool.$Z"; port = $PORT; } );
+EOF
+rlbctl -c "$T/pool-only.conf" remove-state >"$T/remove.out" 2>&1
+check "remove-state: the removed cluster's shared answer is gone" \
+	test ! -e "$REPLICALB_STATE_DIR/web.cluster.members"
+check "remove-state: the kept cluster's stays" \
+	test -f "$REPLICALB_STATE_DIR/pool.cluster.members"
+check_match "remove-state: says so" "removed .*/web.cluster.members" \
+	"$(cat "$T/remove.out")"
 finish
