@@ -333,6 +333,24 @@ def main():
                                    for x in v.get(cfg, [])])
                          for cfg in ["plain", "preload"]}
 
+    # ---- bench_first ----
+    fi = {}
+    for t in lines(a.raw, "first"):
+        fi.setdefault(int(t[0]), {}).setdefault(t[1], []).append(float(t[2]))
+    per = [ratio(med(v["dns"]), med(v["cfg"]))
+           for v in fi.values() if "dns" in v and "cfg" in v]
+    figure("first_dns_shared_vs_config",
+           "new process, DNS cluster with a fresh shared answer / config "
+           "cluster (first resolution)", med(per), "<=", 2, "x",
+           "bench_first: the first getaddrinfo() of a new preloaded "
+           "process, the library's start included: a dns= cluster whose "
+           "host-wide shared answer is fresh (no DNS asked) / a cluster of "
+           "3 config replicas, medians of the interleaved pairs per run",
+           per)
+    details["first_ns"] = {c: med([x for v in fi.values()
+                                   for x in v.get(c, [])])
+                           for c in ["cfg", "dns"]}
+
     # ---- bench_refresh ----
     rf = {}
     for t in lines(a.raw, "refresh"):
@@ -426,6 +444,11 @@ def main():
               "config cluster: %.3f" % (r["in_flight_per_s"],
                                         r["idle_per_s"],
                                         r["dns_vs_config_cluster"] or 0))
+    if details.get("first_ns", {}).get("cfg"):
+        print("  first resolution of a new process: config %.0f us, "
+              "DNS (shared answer) %.0f us" % (
+                  details["first_ns"]["cfg"] / 1000,
+                  (details["first_ns"]["dns"] or 0) / 1000))
     print("  rss: %.0f kB plain, %.0f kB preloaded" % (
         details["rss_kb"]["plain"] or 0, details["rss_kb"]["preload"] or 0))
     h = details["hooks_ns"].get("preload", {})
