@@ -632,7 +632,8 @@ static void track_close(int fd)
  */
 static void pass_fd(int fd)
 {
-	char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
+	/* Zeroed: the padding after the descriptor is sent too. */
+	char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))] = {0};
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
 	struct msghdr m = {.msg_iov = &iov,
 			   .msg_iovlen = 1,
