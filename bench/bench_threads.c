@@ -9,7 +9,16 @@
  * called below any preloaded hook, as the control: what this machine
  * allows, with its cores and whatever else runs on them.
  *
- * Usage: bench_threads [-r ROUNDS] [-t MS] [-T N,N,...] NAME
+ * With -u, each operation is a connection instead (issue 21): a UDP
+ * socket connected to NAME's first replica address (handed out by one
+ * resolution first, so the connect tracking takes it) and closed, which
+ * is all a connect and a close cost the library: the connection ledger
+ * takes it in flight, counts it established and drops it, host-wide.
+ * The control is the same through libc's connect and close, below the
+ * hooks.
+ *
+ * Usage: bench_threads [-u] [-r ROUNDS] [-t MS] [-T N,N,...] NAME
+ *   -u         connect and close (UDP) instead of resolving
  *   -r ROUNDS  rounds (default 15)
  *   -t MS      time per batch (default 30 ms)
  *   -T LIST    thread counts (default 1,2,8); 1 is always measured
@@ -25,6 +34,8 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -38,11 +49,17 @@
 typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *,
 		      struct addrinfo **);
 typedef void (*fai_fn)(struct addrinfo *);
+typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
+typedef int (*close_fn)(int);
 
 struct job {
 	gai_fn gai;
 	fai_fn fai;
 	const char *node;
+	/* -u: connect to sa and close instead. */
+	connect_fn conn;
+	close_fn cls;
+	const struct sockaddr_in *sa;
 	double deadline;    /* bench_now_ns() at which to stop */
 	atomic_int ready;   /* threads waiting at the start line */
 	atomic_bool go;	    /* the start */
@@ -63,7 +80,18 @@ static void *worker(void *arg)
 	do {
 		struct addrinfo *res;
 
-		for (int k = 0; k < 16; k++, n++) {
+		for (int k = 0; k < 16 && j->sa; k++, n++) {
+			int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+			if (fd < 0 ||
+			    j->conn(fd, (const struct sockaddr *)j->sa,
+				    sizeof(*j->sa)) != 0 ||
+			    j->cls(fd) != 0) {
+				atomic_store(&j->failed, true);
+				return NULL;
+			}
+		}
+		for (int k = 0; k < 16 && !j->sa; k++, n++) {
 			if (j->gai(j->node, "9000", &hints, &res) != 0) {
 				atomic_store(&j->failed, true);
 				return NULL;
@@ -75,12 +103,28 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Lookups per second of nthreads threads for about ms. */
-static double batch(gai_fn gai, fai_fn fai, const char *node, int nthreads,
-		    double ms)
+/* One kind of operation, and how to do it. */
+struct kind {
+	const char *which;
+	gai_fn gai;
+	fai_fn fai;
+	const char *node;
+	connect_fn conn;
+	close_fn cls;
+	const struct sockaddr_in *sa;
+};
+
+/* Operations per second of nthreads threads for about ms. */
+static double batch(const struct kind *kd, int nthreads, double ms)
 {
 	pthread_t tid[MAX_THREADS];
-	struct job j = {.gai = gai, .fai = fai, .node = node};
+	struct job j = {.gai = kd->gai,
+			.fai = kd->fai,
+			.node = kd->node,
+			.conn = kd->conn,
+			.cls = kd->cls,
+			.sa = kd->sa};
+	const char *node = kd->node;
 	double t0;
 
 	j.deadline = 1e300;
@@ -97,8 +141,8 @@ static double batch(gai_fn gai, fai_fn fai, const char *node, int nthreads,
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(tid[i], NULL);
 	if (atomic_load(&j.failed)) {
-		fprintf(stderr, "bench_threads: getaddrinfo(%s) failed\n",
-			node);
+		fprintf(stderr, "bench_threads: %s(%s) failed\n",
+			kd->sa ? "connect" : "getaddrinfo", node);
 		exit(1);
 	}
 	return atomic_load(&j.ops) / ((bench_now_ns() - t0) / 1e9);
@@ -107,7 +151,8 @@ static double batch(gai_fn gai, fai_fn fai, const char *node, int nthreads,
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: bench_threads [-r ROUNDS] [-t MS] [-T N,...] NAME\n");
+		"usage: bench_threads [-u] [-r ROUNDS] [-t MS] [-T N,...] "
+		"NAME\n");
 	exit(2);
 }
 
@@ -116,9 +161,13 @@ int main(int argc, char **argv)
 	int rounds = 15, opt, counts[MAX_COUNTS] = {1}, ncounts = 1;
 	double ms = 30;
 	const char *list = "1,2,8";
+	bool udp = false;
 
-	while ((opt = getopt(argc, argv, "r:t:T:h")) != -1) {
+	while ((opt = getopt(argc, argv, "ur:t:T:h")) != -1) {
 		switch (opt) {
+		case 'u':
+			udp = true;
+			break;
 		case 'r':
 			rounds = atoi(optarg);
 			break;
@@ -157,13 +206,35 @@ int main(int argc, char **argv)
 			"bench_threads: libc's getaddrinfo not found\n");
 		return 1;
 	}
-	struct {
-		const char *which;
-		gai_fn gai;
-		fai_fn fai;
-		const char *node;
-	} kinds[2] = {{"virtual", getaddrinfo, freeaddrinfo, argv[optind]},
-		      {"control", libc_gai, libc_fai, "127.0.0.1"}};
+	struct kind kinds[2] = {
+		{"virtual", getaddrinfo, freeaddrinfo, argv[optind], NULL, NULL,
+		 NULL},
+		{"control", libc_gai, libc_fai, "127.0.0.1", NULL, NULL, NULL}};
+	static struct sockaddr_in replica;
+
+	if (udp) {
+		connect_fn libc_connect = (connect_fn)dlsym(libc, "connect");
+		close_fn libc_close = (close_fn)dlsym(libc, "close");
+		struct addrinfo *res;
+
+		/* One resolution hands the replica's address out. */
+		if (!libc_connect || !libc_close ||
+		    getaddrinfo(argv[optind], "9000", &hints, &res) != 0 ||
+		    res->ai_family != AF_INET) {
+			fprintf(stderr,
+				"bench_threads: no IPv4 replica of %s\n",
+				argv[optind]);
+			return 1;
+		}
+		memcpy(&replica, res->ai_addr, sizeof(replica));
+		freeaddrinfo(res);
+		kinds[0] =
+			(struct kind){"virtual", NULL,	NULL,	 argv[optind],
+				      connect,	 close, &replica};
+		kinds[1] = (struct kind){"control",    NULL,	     NULL,
+					 argv[optind], libc_connect, libc_close,
+					 &replica};
+	}
 	double *ops[2][MAX_COUNTS], *speedup[2][MAX_COUNTS];
 
 	for (int k = 0; k < 2; k++)
@@ -177,15 +248,14 @@ int main(int argc, char **argv)
 		}
 	/* Warm up: config load, caches, thread stacks. */
 	for (int k = 0; k < 2; k++)
-		batch(kinds[k].gai, kinds[k].fai, kinds[k].node, 2, ms / 4);
+		batch(&kinds[k], 2, ms / 4);
 
 	for (int r = 0; r < rounds; r++)
 		for (int i = 0; i < 2 * ncounts; i++) {
 			int slot = (i + r) % (2 * ncounts);
 			int k = slot % 2, c = slot / 2;
 
-			ops[k][c][r] = batch(kinds[k].gai, kinds[k].fai,
-					     kinds[k].node, counts[c], ms);
+			ops[k][c][r] = batch(&kinds[k], counts[c], ms);
 		}
 	/* Ratios first: bench_median() sorts what it is given. */
 	for (int k = 0; k < 2; k++)

@@ -238,6 +238,26 @@ def main():
            "glibc's numeric lookup",
            per, med(th.get(("control", 2), {}).get("speedup", [])))
 
+    # ---- bench_threads -u: connecting and closing ----
+    tc = {}
+    for t in lines(a.raw, "threads-conn"):
+        tc.setdefault((t[2], int(t[1])), []).append(float(t[4]))
+    details["threads_conn"] = {}
+    for n in (2, 8):
+        v, c = tc.get(("virtual", n), []), tc.get(("control", n), [])
+        rel = med([ratio(x, y) for x, y in zip(v, c)])
+        details["threads_conn"][str(n)] = {"virtual": med(v),
+                                           "control": med(c)}
+        figure("threads_conn%d_vs_control" % n,
+               "%d threads connecting and closing: speedup / control's" % n,
+               rel, ">=", 0.95, "x",
+               "bench_threads -u, preloaded: UDP sockets connected to a "
+               "replica's address (the ledger takes each in flight, counts "
+               "it, drops it at close, host-wide) per second of %d threads "
+               "/ of 1 thread, against the same through libc's connect and "
+               "close (the control); median of per-round ratios" % n,
+               [ratio(x, y) for x, y in zip(v, c)], med(c))
+
     # ---- bench_conn ----
     conn = {}  # (run, round) -> cfg -> fields
     for t in lines(a.raw, "conn"):
