@@ -52,7 +52,9 @@ typedef void (*fai_fn)(struct addrinfo *);
 typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
 typedef int (*close_fn)(int);
 
-struct job {
+/* One kind of operation, and how to do it. */
+struct kind {
+	const char *which;
 	gai_fn gai;
 	fai_fn fai;
 	const char *node;
@@ -60,6 +62,10 @@ struct job {
 	connect_fn conn;
 	close_fn cls;
 	const struct sockaddr_in *sa;
+};
+
+struct job {
+	struct kind k;
 	double deadline;    /* bench_now_ns() at which to stop */
 	atomic_int ready;   /* threads waiting at the start line */
 	atomic_bool go;	    /* the start */
@@ -80,50 +86,34 @@ static void *worker(void *arg)
 	do {
 		struct addrinfo *res;
 
-		for (int k = 0; k < 16 && j->sa; k++, n++) {
+		for (int k = 0; k < 16 && j->k.sa; k++, n++) {
 			int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 			if (fd < 0 ||
-			    j->conn(fd, (const struct sockaddr *)j->sa,
-				    sizeof(*j->sa)) != 0 ||
-			    j->cls(fd) != 0) {
+			    j->k.conn(fd, (const struct sockaddr *)j->k.sa,
+				      sizeof(*j->k.sa)) != 0 ||
+			    j->k.cls(fd) != 0) {
 				atomic_store(&j->failed, true);
 				return NULL;
 			}
 		}
-		for (int k = 0; k < 16 && !j->sa; k++, n++) {
-			if (j->gai(j->node, "9000", &hints, &res) != 0) {
+		for (int k = 0; k < 16 && !j->k.sa; k++, n++) {
+			if (j->k.gai(j->k.node, "9000", &hints, &res) != 0) {
 				atomic_store(&j->failed, true);
 				return NULL;
 			}
-			j->fai(res);
+			j->k.fai(res);
 		}
 	} while (bench_now_ns() < j->deadline);
 	atomic_fetch_add(&j->ops, n);
 	return NULL;
 }
 
-/* One kind of operation, and how to do it. */
-struct kind {
-	const char *which;
-	gai_fn gai;
-	fai_fn fai;
-	const char *node;
-	connect_fn conn;
-	close_fn cls;
-	const struct sockaddr_in *sa;
-};
-
 /* Operations per second of nthreads threads for about ms. */
 static double batch(const struct kind *kd, int nthreads, double ms)
 {
 	pthread_t tid[MAX_THREADS];
-	struct job j = {.gai = kd->gai,
-			.fai = kd->fai,
-			.node = kd->node,
-			.conn = kd->conn,
-			.cls = kd->cls,
-			.sa = kd->sa};
+	struct job j = {.k = *kd};
 	const char *node = kd->node;
 	double t0;
 
