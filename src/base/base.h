@@ -262,6 +262,15 @@ void rlb_log_own_thread(void);
 		(fd, msg, flags))                                              \
 	X(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags),           \
 		(fd, msg, flags))                                              \
+	/* exec (hooked: what only close-on-exec descriptors hold goes) */    \
+	X(int, execve, (const char *path, char *const argv[],                  \
+		char *const envp[]), (path, argv, envp))                       \
+	X(int, execv, (const char *path, char *const argv[]), (path, argv))    \
+	X(int, execvp, (const char *file, char *const argv[]), (file, argv))   \
+	X(int, execvpe, (const char *file, char *const argv[],                 \
+		char *const envp[]), (file, argv, envp))                       \
+	X(int, fexecve, (int fd, char *const argv[], char *const envp[]),      \
+		(fd, argv, envp))                                              \
 	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout_ms),           \
 		(fds, n, timeout_ms))                                          \
 	/* files and directories */                                            \

@@ -108,6 +108,36 @@ static ssize_t syscall_recvmsg(int fd, struct msghdr *msg, int flags)
 	return syscall(SYS_recvmsg, fd, msg, flags);
 }
 
+static int syscall_execve(const char *path, char *const argv[],
+			  char *const envp[])
+{
+	return (int)syscall(SYS_execve, path, argv, envp);
+}
+
+/* Never reached: glibc exports them all. */
+static int missing_execv(const char *path, char *const argv[])
+{
+	return syscall_execve(path, argv, environ);
+}
+
+static int missing_execvp(const char *file, char *const argv[])
+{
+	return syscall_execve(file, argv, environ);
+}
+
+static int missing_execvpe(const char *file, char *const argv[],
+			   char *const envp[])
+{
+	return syscall_execve(file, argv, envp);
+}
+
+static int missing_fexecve(int fd, char *const argv[], char *const envp[])
+{
+	(void)fd, (void)argv, (void)envp;
+	errno = ENOSYS;
+	return -1;
+}
+
 static int syscall_close_range(unsigned first, unsigned last, int flags)
 {
 #ifdef SYS_close_range
@@ -212,6 +242,11 @@ static void bind_table(void)
 	NEXT(close_range, syscall_close_range);
 	NEXT(sendmsg, syscall_sendmsg);
 	NEXT(recvmsg, syscall_recvmsg);
+	NEXT(execve, syscall_execve);
+	NEXT(execv, missing_execv);
+	NEXT(execvp, missing_execvp);
+	NEXT(execvpe, missing_execvpe);
+	NEXT(fexecve, missing_fexecve);
 	*(void **)&next_fcntl = dlsym(RTLD_NEXT, "fcntl");
 	if (!next_fcntl)
 		next_fcntl = syscall_fcntl;

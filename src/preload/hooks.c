@@ -204,3 +204,122 @@ RLB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	}
 	return rc;
 }
+
+/*
+ * The exec family: what only close-on-exec descriptors hold is let go
+ * first (a child forked with its parent's connections, then exec'd, no
+ * longer holds them). glibc's own exec functions call execve inside
+ * libc, so each is hooked; the l forms are built on the v forms as
+ * glibc's are, their arguments on the stack (no malloc after a fork).
+ */
+/* The v forms' bodies, which the l forms call too: never the exported
+ * symbols, which would bind to these hooks through the PLT. */
+static int exec_ve(const char *path, char *const argv[], char *const envp[])
+{
+	rlb_track_before_exec();
+	return rlb_libc()->execve(path, argv, envp);
+}
+
+static int exec_v(const char *path, char *const argv[])
+{
+	rlb_track_before_exec();
+	return rlb_libc()->execv(path, argv);
+}
+
+static int exec_vp(const char *file, char *const argv[])
+{
+	rlb_track_before_exec();
+	return rlb_libc()->execvp(file, argv);
+}
+
+RLB_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return exec_ve(path, argv, envp);
+}
+
+RLB_EXPORT int execv(const char *path, char *const argv[])
+{
+	return exec_v(path, argv);
+}
+
+RLB_EXPORT int execvp(const char *file, char *const argv[])
+{
+	return exec_vp(file, argv);
+}
+
+RLB_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	rlb_track_before_exec();
+	return rlb_libc()->execvpe(file, argv, envp);
+}
+
+RLB_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	rlb_track_before_exec();
+	return rlb_libc()->fexecve(fd, argv, envp);
+}
+
+/* The arguments of an l form, arg0 and those after it up to the NULL:
+ * their number, counted as glibc's execl counts them. */
+#define EXECL_COUNT(ap, arg0, n)                                               \
+	do {                                                                   \
+		va_list c_;                                                    \
+		va_copy(c_, ap);                                               \
+		for (n = 1; va_arg(c_, char *); n++)                           \
+			;                                                      \
+		va_end(c_);                                                    \
+	} while (0)
+
+/* argv[] of an l form: arg0, then the rest from ap, then NULL. */
+static void execl_fill(char **argv, size_t n, const char *arg0, va_list ap)
+{
+	argv[0] = (char *)arg0;
+	for (size_t i = 1; i < n; i++)
+		argv[i] = va_arg(ap, char *);
+	argv[n] = NULL;
+}
+
+RLB_EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, arg0);
+	EXECL_COUNT(ap, arg0, n);
+	char *argv[n + 1];
+
+	execl_fill(argv, n, arg0, ap);
+	va_end(ap);
+	return exec_v(path, argv);
+}
+
+RLB_EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, arg0);
+	EXECL_COUNT(ap, arg0, n);
+	char *argv[n + 1];
+
+	execl_fill(argv, n, arg0, ap);
+	va_end(ap);
+	return exec_vp(file, argv);
+}
+
+RLB_EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	char *const *envp;
+	size_t n;
+
+	va_start(ap, arg0);
+	EXECL_COUNT(ap, arg0, n);
+	char *argv[n + 1];
+
+	execl_fill(argv, n, arg0, ap);
+	(void)va_arg(ap, char *); /* the NULL */
+	envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return exec_ve(path, argv, envp);
+}

@@ -186,6 +186,12 @@ void rlb_track_recvmsg_done(const struct msghdr *msg);
  */
 void rlb_track_ledger_fork(int step);
 /*
+ * Before an exec: the connections that only close-on-exec descriptors
+ * hold end with this image, and are let go (design.md §11.8). An exec
+ * that then fails leaves them open and uncounted. Keeps errno.
+ */
+void rlb_track_before_exec(void);
+/*
  * Settle attempts the program dropped without our close() (a raw close
  * system call, longjmp): each older than its bound counts one error.
  * Cheap when nothing is pending; resolution calls it.

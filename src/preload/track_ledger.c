@@ -337,6 +337,36 @@ void rlb_track_ledger_fork(int step)
 	}
 }
 
+void rlb_track_before_exec(void)
+{
+	struct ledger *l = ledger_get(false);
+	bool open_after[LEDGER_DESCS];
+	int saved = errno;
+
+	/* A vfork() child's exec closes nothing of its parent's. */
+	if (!l || !atomic_load(&rlb_ledger_count) ||
+	    rlb_pending_in_vfork_child())
+		return;
+	/* A connection survives the exec if one descriptor of it is not
+	 * close-on-exec; the others are gone with this image. */
+	memset(open_after, 0, sizeof(open_after));
+	for (int fd = 0; fd < LEDGER_FDS; fd++) {
+		uint32_t idx = atomic_load_explicit(&l->fd_desc[fd],
+						    memory_order_relaxed);
+		int flags;
+
+		if (!idx || idx > LEDGER_DESCS)
+			continue;
+		flags = rlb_libc()->fcntl(fd, F_GETFD, 0);
+		if (flags >= 0 && !(flags & FD_CLOEXEC))
+			open_after[idx - 1] = true;
+	}
+	for (size_t i = 0; i < LEDGER_DESCS; i++)
+		if (!open_after[i] && atomic_load(&l->descs[i].ino))
+			desc_uncount(&l->descs[i]);
+	errno = saved;
+}
+
 /* ------------------------------------------------------------------ */
 /* Hook bodies */
 

@@ -10,8 +10,16 @@ connect
 dup
 dup2
 dup3
+execl
+execle
+execlp
+execv
+execve
+execvp
+execvpe
 fcntl
 fcntl64
+fexecve
 getaddrinfo
 gethostbyname
 gethostbyname2

@@ -8,7 +8,8 @@
 #   connection copied by dup(), socket.dup(), fcntl(F_DUPFD_CLOEXEC) or
 #   dup2() counts once;
 # - a forked child that holds its parent's connections keeps them counted
-#   after the parent closes its copies, until it exits;
+#   after the parent closes its copies, until it exits - unless it execs,
+#   which ends its close-on-exec copies;
 # - os.closerange() (close_range) lets go;
 # - a connection sent with SCM_RIGHTS to an unrelated process counts
 #   once, and while that process holds it;
@@ -81,6 +82,17 @@ if mode == "copies":
     os.closerange(3, 1000)      # close_range: all gone
     print("closed all", flush=True)
     sys.stdin.readline()
+elif mode == "forkexec":
+    pid = os.fork()
+    if pid == 0:
+        # Its copies are close-on-exec (Python's sockets are): gone.
+        os.execv("/bin/sleep", ["sleep", "3"])
+    for s in socks:
+        s.close()
+    print("parent closed", flush=True)
+    sys.stdin.readline()
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
 elif mode == "fork":
     pid = os.fork()
     if pid == 0:
@@ -144,6 +156,17 @@ check_eq "fork: none in flight once the child is gone" "0" \
 eval "echo go >&\$fd_fork"
 wait "$(cat "$T/fork.pid")"
 check_empty "fork: silent" "$T/fork.err"
+
+# A forked child that execs: its close-on-exec copies end with its image,
+# so the parent's close lets the connections go while the child lives on.
+start_holder forkexec 2 forkexec
+check "fork+exec: the client connected" wait_for forkexec held
+check "fork+exec: the parent closed its copies" say forkexec "parent closed"
+check_eq "fork+exec: none in flight while the exec'd child runs" "0" \
+	"$(stat_of t.cluster 127.0.0.2 in_flight)"
+eval "echo go >&\$fd_forkexec"
+wait "$(cat "$T/forkexec.pid")"
+check_empty "fork+exec: silent" "$T/forkexec.err"
 
 # 4. SCM_RIGHTS: a connection sent to an unrelated process (which never
 # resolved a name) and closed by its sender at once counts once, while

@@ -208,6 +208,11 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_close_range      return fail_int(fail_err)
 #define FAIL_sendmsg	      return fail_int(fail_err)
 #define FAIL_recvmsg	      return fail_int(fail_err)
+#define FAIL_execve	      return fail_int(fail_err)
+#define FAIL_execv	      return fail_int(fail_err)
+#define FAIL_execvp	      return fail_int(fail_err)
+#define FAIL_execvpe	      return fail_int(fail_err)
+#define FAIL_fexecve	      return fail_int(fail_err)
 #define FAIL_poll	      return fail_int(fail_err)
 #define FAIL_open	      return fail_int(fail_err)
 #define FAIL_openat	      return fail_int(fail_err)
@@ -284,6 +289,11 @@ static const int errnos[E_COUNT][MAX_ERRNOS] = {
 	[E_close_range] = {ENOMEM, EMFILE, EINVAL},
 	[E_sendmsg] = {EAGAIN, ENOBUFS, ENOMEM, EINTR},
 	[E_recvmsg] = {EAGAIN, EINTR, ENOMEM},
+	[E_execve] = {ENOENT, EACCES, ENOMEM, E2BIG},
+	[E_execv] = {ENOENT, EACCES, ENOMEM, E2BIG},
+	[E_execvp] = {ENOENT, EACCES, ENOMEM, E2BIG},
+	[E_execvpe] = {ENOENT, EACCES, ENOMEM, E2BIG},
+	[E_fexecve] = {ENOENT, EACCES, ENOMEM, E2BIG},
 	[E_poll] = {EINTR, ENOMEM, EINVAL},
 	[E_open] = {EMFILE, ENFILE, ENOMEM, EACCES, ENOENT, EINTR, ENOSPC,
 		    EROFS, EDQUOT, ELOOP, EEXIST, EPERM},
