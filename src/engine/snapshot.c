@@ -245,7 +245,7 @@ void rlb_snapshot_traffic(struct rlb_snapshot *snap,
 				continue;
 			}
 			if (ev == RLB_CONN_SENT) {
-				rlb_health_conn_send(c, ino, false);
+				rlb_health_conn_send(c, ino);
 				continue;
 			}
 			if (ev == RLB_CONN_FORK || ev == RLB_CONN_FORKED ||

@@ -259,67 +259,69 @@ RLB_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	return rlb_libc()->fexecve(fd, argv, envp);
 }
 
-/* The arguments of an l form, arg0 and those after it up to the NULL:
- * their number, counted as glibc's execl counts them. */
-#define EXECL_COUNT(ap, arg0, n)                                               \
-	do {                                                                   \
-		va_list c_;                                                    \
-		va_copy(c_, ap);                                               \
-		for (n = 1; va_arg(c_, char *); n++)                           \
-			;                                                      \
-		va_end(c_);                                                    \
-	} while (0)
+/*
+ * An l form: argv[] built on the stack from arg0 and the arguments in ap
+ * up to the NULL, counted as glibc's execl counts them, then (with_env)
+ * the envp that follows the NULL; handed to the matching v form's body.
+ */
+enum exec_l_kind { EXEC_L, EXEC_LP, EXEC_LE };
 
-/* argv[] of an l form: arg0, then the rest from ap, then NULL. */
-static void execl_fill(char **argv, size_t n, const char *arg0, va_list ap)
+static int exec_l(enum exec_l_kind kind, const char *path, const char *arg0,
+		  va_list ap)
 {
+	va_list count;
+	size_t n = 1;
+
+	va_copy(count, ap);
+	while (va_arg(count, char *))
+		n++;
+	va_end(count);
+
+	char *argv[n + 1];
+
 	argv[0] = (char *)arg0;
 	for (size_t i = 1; i < n; i++)
 		argv[i] = va_arg(ap, char *);
 	argv[n] = NULL;
+	if (kind == EXEC_LE) {
+		char *const *envp;
+
+		(void)va_arg(ap, char *); /* the NULL */
+		envp = va_arg(ap, char *const *);
+		return exec_ve(path, argv, envp);
+	}
+	return kind == EXEC_LP ? exec_vp(path, argv) : exec_v(path, argv);
 }
 
 RLB_EXPORT int execl(const char *path, const char *arg0, ...)
 {
 	va_list ap;
-	size_t n;
+	int rc;
 
 	va_start(ap, arg0);
-	EXECL_COUNT(ap, arg0, n);
-	char *argv[n + 1];
-
-	execl_fill(argv, n, arg0, ap);
+	rc = exec_l(EXEC_L, path, arg0, ap);
 	va_end(ap);
-	return exec_v(path, argv);
+	return rc;
 }
 
 RLB_EXPORT int execlp(const char *file, const char *arg0, ...)
 {
 	va_list ap;
-	size_t n;
+	int rc;
 
 	va_start(ap, arg0);
-	EXECL_COUNT(ap, arg0, n);
-	char *argv[n + 1];
-
-	execl_fill(argv, n, arg0, ap);
+	rc = exec_l(EXEC_LP, file, arg0, ap);
 	va_end(ap);
-	return exec_vp(file, argv);
+	return rc;
 }
 
 RLB_EXPORT int execle(const char *path, const char *arg0, ...)
 {
 	va_list ap;
-	char *const *envp;
-	size_t n;
+	int rc;
 
 	va_start(ap, arg0);
-	EXECL_COUNT(ap, arg0, n);
-	char *argv[n + 1];
-
-	execl_fill(argv, n, arg0, ap);
-	(void)va_arg(ap, char *); /* the NULL */
-	envp = va_arg(ap, char *const *);
+	rc = exec_l(EXEC_LE, path, arg0, ap);
 	va_end(ap);
-	return exec_ve(path, argv, envp);
+	return rc;
 }

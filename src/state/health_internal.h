@@ -42,7 +42,6 @@
 	(sizeof(struct health_header) +                                        \
 	 (size_t)(n) * sizeof(struct health_slot) + HEALTH_LEDGER_BYTES(n))
 /* A segment of version 3 (the release before the ledger), for the sweep. */
-#define HEALTH_V3_SLOT	   32
 #define HEALTH_V3_SIZE(n)  (sizeof(struct health_header) + (size_t)(n)*32)
 #define HEALTH_KEY_EMPTY   0 /* never claimed in this segment */
 #define HEALTH_KEY_DROPPED 1 /* pruned: skipped by probes, never reused */

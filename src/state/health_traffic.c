@@ -34,13 +34,16 @@ static uint64_t proc_start(pid_t pid)
 	ssize_t n;
 	int fd, field;
 	uint64_t start = 0;
+	/* open() and read() are cancellation points: a thread cancelled
+	 * between them would leave the descriptor open. */
+	int cancel = rlb_cancel_off();
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = rlb_libc()->open(path, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	n = rlb_libc()->read(fd, buf, sizeof(buf) - 1);
-	rlb_libc()->close(fd);
+	n = fd < 0 ? -1 : rlb_libc()->read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		rlb_libc()->close(fd);
+	rlb_cancel_restore(cancel);
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
@@ -438,7 +441,7 @@ out:
 	errno = saved;
 }
 
-void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino, bool undo)
+void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino)
 {
 	struct store *s = rlb_attach_check(c);
 	struct health_conn *e;
@@ -447,9 +450,7 @@ void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino, bool undo)
 	if (!ino || !s || s->readonly || (r = row_of(s)) < 0 ||
 	    !(e = conn_find(conns_of(s->map, s->nslots), ino)))
 		goto out;
-	if (undo) {
-		conn_clear(s->map, s->nslots, e, e->transit, (unsigned)r);
-	} else if (atomic_load(&e->holders)) {
+	if (atomic_load(&e->holders)) {
 		atomic_store(&e->sent_ms, rlb_monotonic_ms());
 		conn_hold(e, e->transit, (unsigned)r);
 	}
@@ -611,7 +612,6 @@ void rlb_health_traffic(const struct rlb_cluster *c, size_t i,
 		goto out;
 	t->connects = atomic_load(&s->map->slots[idx].connects);
 	t->failures = atomic_load(&s->map->slots[idx].failures);
-	t->in_flight_counted = atomic_load(&s->map->slots[idx].in_flight);
 	/* Connections open now: the entries that a live row still holds,
 	 * whatever a dead process left in the counter (reading changes
 	 * nothing: status is a look, design.md §6). */

@@ -130,17 +130,17 @@ int rlb_health_remove_state(const struct rlb_config *cfg, bool all, FILE *out);
 
 /*
  * Traffic of one replica (design.md §12.13): connects established and
- * failed since the state was made, and its connections open now.
+ * failed since the state was made, and its connections open now:
  * in_flight counts the ledger's entries that a live process holds (what
- * status shows); in_flight_counted is the counter a selection reads,
- * which may still hold a dead process's share until a survivor reclaims
- * it (within about a second of the next operation on the cluster).
+ * status shows), where the counter a selection reads
+ * (rlb_health_in_flight()) may still hold a dead process's share until a
+ * survivor reclaims it (within about a second of the next operation on
+ * the cluster).
  */
 struct rlb_traffic {
 	uint64_t connects;
 	uint64_t failures;
 	uint64_t in_flight;
-	uint64_t in_flight_counted;
 };
 void rlb_health_traffic(const struct rlb_cluster *c, size_t i,
 			struct rlb_traffic *t);
@@ -170,15 +170,15 @@ void rlb_health_count_connect(struct rlb_cluster *c, size_t i, bool ok);
 bool rlb_health_conn_take(struct rlb_cluster *c, size_t i, uint64_t ino);
 void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino);
 /*
- * SCM_RIGHTS. Send: before a descriptor of ino leaves this process in a
+ * SCM_RIGHTS. Send: once a descriptor of ino has left this process in a
  * message, a hold in transit is added in this process's name, so that the
- * sender's close cannot drop the connection before the receiver has it
- * (undo: the send failed). Receive: this process holds ino too, and takes
- * over one hold in transit; false when no process holds it, or c has no
- * state on this host (nothing is made for it). A hold never received is
- * given up after HEALTH_TRANSIT_MS (10 s), or when its sender dies.
+ * sender's close cannot drop the connection before the receiver has it.
+ * Receive: this process holds ino too, and takes over one hold in transit;
+ * false when no process holds it, or c has no state on this host (nothing is
+ * made for it). A hold never received is given up after HEALTH_TRANSIT_MS (10
+ * s), or when its sender dies.
  */
-void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino, bool undo);
+void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino);
 bool rlb_health_conn_receive(struct rlb_cluster *c, uint64_t ino,
 			     uint64_t *replica);
 /*

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 /*
  * Usage:
  *   cancelgai [-c CANCEL_MS] [-w WAIT_MS] asking|waiting NAME
@@ -67,38 +69,6 @@ struct forker {
 	double child_ms; /* fork() to the child's reaping */
 	int status;	 /* the child's exit status, -1: not reaped */
 };
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(double ms)
-{
-	struct timespec ts;
-
-	ts.tv_sec = (time_t)(ms / 1e3);
-	ts.tv_nsec = (long)((ms - ts.tv_sec * 1e3) * 1e6);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static int resolve(const char *host)
-{
-	struct addrinfo hints, *res;
-	int rc;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	rc = getaddrinfo(host, "80", &hints, &res);
-	if (rc == 0)
-		freeaddrinfo(res);
-	return rc;
-}
 
 static void *lookup_thread(void *arg)
 {

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 /*
  * Usage:
  *   forkloop [-t THREADS] [-d SECS] [-w SECS] [-k KIDS] [-p PLAIN] [-r]
@@ -85,38 +87,6 @@ static int watchdog_s = 5;
 static atomic_bool stop;
 static atomic_ulong lookups;
 static atomic_ulong gai_errors;
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(double ms)
-{
-	struct timespec ts;
-
-	ts.tv_sec = (time_t)(ms / 1e3);
-	ts.tv_nsec = (long)((ms - ts.tv_sec * 1e3) * 1e6);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static int resolve(const char *host)
-{
-	struct addrinfo hints, *res;
-	int rc;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	rc = getaddrinfo(host, "80", &hints, &res);
-	if (rc == 0)
-		freeaddrinfo(res);
-	return rc;
-}
 
 static void *resolver(void *arg)
 {

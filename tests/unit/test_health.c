@@ -3038,7 +3038,7 @@ static void test_traffic_sent_descriptor(void **state)
 
 	assert_true(rlb_health_has_state(c));
 	assert_true(rlb_health_conn_take(c, 1, 6001));
-	rlb_health_conn_send(c, 6001, false);
+	rlb_health_conn_send(c, 6001);
 	rlb_health_conn_drop(c, 6001); /* the sender closes at once */
 	assert_int_equal(in_flight_of(c, 1), 1);
 	assert_int_equal(pipe(up), 0);
@@ -3070,7 +3070,7 @@ static void test_traffic_sent_descriptor(void **state)
 
 	/* Sent, never received: counted until given up. */
 	assert_true(rlb_health_conn_take(c, 0, 6002));
-	rlb_health_conn_send(c, 6002, false);
+	rlb_health_conn_send(c, 6002);
 	rlb_health_conn_drop(c, 6002);
 	assert_int_equal(in_flight_of(c, 0), 1);
 	rlb_health_reclaim(c);
