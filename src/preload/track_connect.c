@@ -210,8 +210,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			lower_syncnt(fd, &p);
 		/* Pending from the start: a longjmp out of a blocking
 		 * connect leaves the entry for the sweep to find. */
-		rlb_pending_set(fd, &p);
-		rlb_ledger_connect(fd, p.ino, d);
+		rlb_conn_change(fd, &p, RLB_CHANGE_START, 0, -1);
 	}
 	for (;;) {
 		struct timeval orig = {0}, set = {0};
@@ -226,7 +225,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		}
 		if (rc == 0 || err == EISCONN) {
 			rlb_pending_done(fd, &p);
-			rlb_pending_won(d, p.start_ms);
+			rlb_conn_change(fd, &p, RLB_CHANGE_ESTABLISHED, 0, -1);
 			errno = err;
 			return rc;
 		}
@@ -258,12 +257,10 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		break;
 	}
 	rlb_pending_done(fd, &p);
-	rlb_ledger_failed(fd);
 	/* EINPROGRESS of a blocking socket: cut short by the program's own
 	 * SO_SNDTIMEO, which is a timeout too. */
-	if (err == EINPROGRESS || rlb_errno_counts(err))
-		rlb_pending_report(d, err == EINPROGRESS ? ETIMEDOUT : err, -1,
-				   false);
+	rlb_conn_change(fd, &p, RLB_CHANGE_FAILED,
+			err == EINPROGRESS ? ETIMEDOUT : err, -1);
 	errno = err;
 	return rc;
 }
@@ -310,15 +307,14 @@ static int wait_connected(int fd, const struct dest *d)
 			break;
 	}
 	rlb_pending_clear(fd);
+	p.d = *d;
 	if (err == 0) {
-		rlb_pending_won(d, p.start_ms);
+		rlb_conn_change(fd, &p, RLB_CHANGE_ESTABLISHED, 0, -1);
 		return 0;
 	}
 	if (err == ETIMEDOUT)
 		abort_attempt(fd);
-	rlb_ledger_failed(fd);
-	if (rlb_errno_counts(err))
-		rlb_pending_report(d, err, -1, false);
+	rlb_conn_change(fd, &p, RLB_CHANGE_FAILED, err, -1);
 	return err;
 }
 
@@ -704,13 +700,12 @@ int rlb_track_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		size_t n;
 
 		rlb_pending_restore_syncnt(fd, &copy);
-		if (err == 0)
-			rlb_pending_won(&copy.d, copy.start_ms);
-		else
-			rlb_ledger_failed(fd);
+		rlb_conn_change(fd, &copy,
+				err == 0 ? RLB_CHANGE_ESTABLISHED
+					 : RLB_CHANGE_FAILED,
+				err, -1);
 		if (!rlb_errno_counts(err))
 			goto out;
-		rlb_pending_report(&copy.d, err, -1, false);
 		n = rlb_addr_owners(&copy.d, owners, &pol);
 		/*
 		 * A non-blocking program learns of the failure only now:
@@ -752,7 +747,7 @@ int rlb_track_close(int fd)
 	 * get its number for a new connection. */
 	if (atomic_load_explicit(&rlb_ledger_count, memory_order_relaxed) &&
 	    rlb_ledger_has(fd) && !rlb_pending_in_vfork_child())
-		rlb_ledger_close(fd);
+		rlb_conn_change(fd, NULL, RLB_CHANGE_CLOSED, 0, -1);
 	errno = saved;
 	return rlb_libc()->close(fd);
 }

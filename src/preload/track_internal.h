@@ -1,8 +1,11 @@
-/* track_internal.h - what the three parts of connect tracking share:
+/* track_internal.h - what the four parts of connect tracking share:
  * track_addrs.c, the table of handed-out addresses (which replica an
- * address is); track_pending.c, attempts pending and their fate (errors,
- * slowdowns, what is abandoned); track_connect.c, the connect engine
- * (bounds, signals, failover) and the hook bodies (design.md §5, §11). */
+ * address is); track_ledger.c, the connection ledger (a row per
+ * descriptor, a record per connection) and rlb_conn_change(), through
+ * which every change of it passes; track_pending.c, attempts pending and
+ * their fate (what is abandoned, slowdowns); track_connect.c, the connect
+ * engine (bounds, signals, failover) and the hook bodies (design.md §5,
+ * §11). */
 #ifndef RLB_TRACK_INTERNAL_H
 #define RLB_TRACK_INTERNAL_H
 
@@ -12,7 +15,8 @@
 
 #include "preload/preload.h"
 
-#define ADDR_SLOTS 16384 /* handed-out (address, replica) pairs */
+#define ADDR_SLOTS     16384 /* handed-out (address, replica) pairs */
+#define RLB_LEDGER_FDS 65536 /* descriptor numbers the ledger follows */
 
 /* A normalised destination: v4-mapped v6 addresses count as v4. */
 struct dest {
@@ -47,13 +51,16 @@ struct pending_connect {
 #define PENDING_WORDS ((sizeof(struct pending_connect) + 7) / 8)
 
 /*
- * A socket whose connect to a replica address is pending. The payload is
- * kept in relaxed atomic words: a slot passes from one thread to another
- * when the kernel reuses an fd number, an ordering that only the kernel
- * sees (and ThreadSanitizer would otherwise flag).
+ * The ledger's row of one descriptor number (64 bytes, one cache line:
+ * threads connecting on their own descriptors share none): the
+ * connection it is a descriptor of, and the connect pending on it. The
+ * attempt is kept in relaxed atomic words: a row passes from one thread
+ * to another when the kernel reuses an fd number, an ordering that only
+ * the kernel sees (and ThreadSanitizer would otherwise flag).
  */
 struct fd_slot {
-	_Atomic uint32_t pending; /* the entry's sequence number; 0: none */
+	_Atomic uint32_t pending; /* the attempt's sequence number; 0: none */
+	_Atomic uint32_t desc;	  /* its connection: index + 1; 0: none */
 	_Atomic uint64_t words[PENDING_WORDS];
 };
 
@@ -187,14 +194,8 @@ bool rlb_addr_other_replica_of(const struct dest *a, const struct dest *b);
 extern atomic_uint rlb_pending_count;
 /* The ops registered by the owner (runtime.c), or NULL. */
 const struct rlb_track_ops *rlb_pending_ops(void);
-/* Called once by the address table set-up: the pending table. */
+/* Called once by the address table set-up: the ledger. */
 void rlb_pending_setup(void);
-
-/* Report a failure of a connect to d: an error, or a slowdown. */
-void rlb_pending_report(const struct dest *d, int err, int64_t age_ms,
-			bool slowdown);
-/* fd's slot in the pending table, or NULL. */
-struct fd_slot *rlb_pending_slot(int fd);
 /* The inode of socket fd, 0 when fd is not open or the kernel cannot
  * tell. Keeps errno. */
 ino_t rlb_pending_ino(int fd);
@@ -221,8 +222,9 @@ void rlb_pending_judge(const struct pending_connect *p, int fd,
 		       const struct rlb_owner *owners, size_t n, bool at_exit);
 /* Put the program's TCP_SYNCNT back, unless it set one since. */
 void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p);
-/* An attempt to d that started at start_ms has connected. */
-void rlb_pending_won(const struct dest *d, int64_t start_ms);
+/* An attempt to d that started at start_ms has connected: evidence
+ * that attempts given up young were slow (rlb_conn_change()'s). */
+void rlb_pending_note_won(const struct dest *d, int64_t start_ms);
 /*
  * The attempt `mine` on fd is over (connected, failed): as
  * rlb_pending_clear(), without asking the kernel which socket fd is.
@@ -249,20 +251,41 @@ void rlb_pending_update(int fd, const struct pending_connect *p);
 
 /* Descriptions in the ledger; while 0, close() looks at nothing more. */
 extern atomic_uint rlb_ledger_count;
+
 /*
- * Socket fd (inode ino) starts a connect to dst: it is in flight for
- * dst's replicas from now until its connect fails or the last descriptor
- * of it in this process closes. The same socket moved to another replica
- * (a failover) changes replica.
+ * What happens to a connect attempt or a connection. Every change of the
+ * ledger goes through rlb_conn_change(), which charges what counts
+ * (errors, slowdowns, connects) and takes or drops the in-flight count,
+ * each take paired with exactly one drop (HAProxy's sess_change_server();
+ * design.md §11.9). An attempt's outcome is settled by whoever took its
+ * entry from fd's row (rlb_pending_take() and the like), exactly once.
  */
-void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst);
-/* A connect to dst established (ok) or failed: counted for its replicas. */
-void rlb_ledger_count_connect(const struct dest *dst, bool ok);
-/* fd's connect failed: no longer in flight (it stays in the ledger until
- * closed, so that a dup of it is followed). */
-void rlb_ledger_failed(int fd);
-/* fd is closed (its number free again). */
-void rlb_ledger_close(int fd);
+enum rlb_conn_change {
+	/* A connect of fd to p->d starts: the attempt is fd's, the
+	 * connection in flight for p->d's replicas (a move to another
+	 * replica drops the one before). */
+	RLB_CHANGE_START,
+	/* It connected, seen or unseen: a connect established counted. */
+	RLB_CHANGE_ESTABLISHED,
+	/* It failed with err: no longer in flight; an error and a failed
+	 * connect when err counts (rlb_errno_counts()). */
+	RLB_CHANGE_FAILED,
+	/* Given up at its bound, age_ms old: no longer in flight; an
+	 * error and a failed connect. */
+	RLB_CHANGE_TIMED_OUT,
+	/* Given up young for another replica: a slowdown. */
+	RLB_CHANGE_SLOW,
+	/* Descriptor fd closed: dropped with the connection's last. */
+	RLB_CHANGE_CLOSED,
+};
+/* Change ch of the attempt p (CLOSED: NULL) on fd (-1: a socket gone
+ * unseen, which only charges). */
+void rlb_conn_change(int fd, const struct pending_connect *p,
+		     enum rlb_conn_change ch, int err, int64_t age_ms);
+/* fd's row in the ledger, or NULL (no memory, or fd too large). */
+struct fd_slot *rlb_pending_slot(int fd);
+/* Map the ledger (at the first handout; lazily otherwise). */
+void rlb_ledger_setup(void);
 /* newfd is now a descriptor of what oldfd is (oldfd -1: of nothing). */
 void rlb_ledger_dup(int oldfd, int newfd);
 /* Descriptors first..last are closed. */

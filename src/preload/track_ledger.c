@@ -1,8 +1,11 @@
 /* preload/track_ledger.c - the process's side of the connection ledger
- * (design.md §11.8): which descriptors are connections to a replica, as
- * open file descriptions, from their connect to the last close in this
- * process; the host-wide counts (state/health_traffic.c) hear of each
- * take and drop through the owner's traffic op.
+ * (design.md §11.8, §11.9): one row per descriptor number, with the
+ * connect under way on it (track_pending.c), and one record per
+ * connection to a replica, as an open file description, from its connect
+ * to the last close in this process; and rlb_conn_change(), the one
+ * function through which every change of either passes: it charges what
+ * counts and takes or drops the in-flight count that the host-wide
+ * counts (state/health_traffic.c) hear of through the owner's ops.
  *
  * Lock-free, so that a close() in a signal handler never waits: a
  * description is claimed by a compare-and-swap of its inode, shared by
@@ -18,8 +21,8 @@
 
 #include "preload/track_internal.h"
 
-#define LEDGER_FDS   65536 /* descriptors tracked: as the pending table */
-#define LEDGER_DESCS 4096  /* connections one process holds, counted */
+#define LEDGER_FDS   RLB_LEDGER_FDS
+#define LEDGER_DESCS 4096 /* connections one process holds, counted */
 
 /* A connection to a replica, as this process holds it. */
 struct ledger_desc {
@@ -30,8 +33,10 @@ struct ledger_desc {
 	struct rlb_owner owners[RLB_MAX_OWNERS];
 };
 
+_Static_assert(sizeof(struct fd_slot) == 64, "a ledger row is a cache line");
+
 struct ledger {
-	_Atomic uint32_t fd_desc[LEDGER_FDS]; /* index + 1; 0: none */
+	struct fd_slot rows[LEDGER_FDS];
 	struct ledger_desc descs[LEDGER_DESCS];
 };
 
@@ -39,7 +44,8 @@ static struct ledger *_Atomic ledger;
 /* Descriptions claimed; while 0, a close() looks at nothing. */
 atomic_uint rlb_ledger_count;
 
-/* The table, mapped at the first connect to a replica; NULL: no memory. */
+/* The table, mapped when the first address is handed out (or the first
+ * connection received); NULL: no memory. */
 static struct ledger *ledger_get(bool make)
 {
 	struct ledger *l = atomic_load_explicit(&ledger, memory_order_acquire);
@@ -131,7 +137,11 @@ static uint32_t desc_claim(struct ledger *l, uint64_t ino)
 	return 0;
 }
 
-void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst)
+/* Socket fd (inode ino) starts a connect to dst: in flight for dst's
+ * replicas from now until its connect fails or the last descriptor of it
+ * in this process closes. The same socket moved to another replica (a
+ * failover) drops the replica before. */
+static void conn_take(int fd, uint64_t ino, const struct dest *dst)
 {
 	struct rlb_owner owners[RLB_MAX_OWNERS];
 	struct conn_policy pol;
@@ -143,7 +153,7 @@ void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst)
 	if (fd < 0 || fd >= LEDGER_FDS || !ino || !(l = ledger_get(true)) ||
 	    !(n = rlb_addr_owners(dst, owners, &pol)))
 		return;
-	idx = atomic_load(&l->fd_desc[fd]);
+	idx = atomic_load(&l->rows[fd].desc);
 	if (idx && atomic_load(&l->descs[idx - 1].ino) == ino) {
 		/* The same socket again: a failover moved it to another
 		 * replica, or it connects again after a failure. */
@@ -153,7 +163,7 @@ void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst)
 		if (!(idx = desc_claim(l, ino)))
 			return; /* full: this connection is not counted */
 		d = &l->descs[idx - 1];
-		prev = atomic_exchange(&l->fd_desc[fd], idx);
+		prev = atomic_exchange(&l->rows[fd].desc, idx);
 		desc_unref(l, prev); /* closed behind our back, fd reused */
 	}
 	memcpy(d->owners, owners, n * sizeof(owners[0]));
@@ -162,13 +172,103 @@ void rlb_ledger_connect(int fd, uint64_t ino, const struct dest *dst)
 	tell(owners, n, ino, RLB_CONN_TAKE);
 }
 
-void rlb_ledger_count_connect(const struct dest *dst, bool ok)
+/* fd's connect failed: no longer in flight (it stays in the ledger until
+ * closed, so that a dup of it is followed). */
+static void conn_drop_attempt(int fd)
+{
+	struct ledger *l = ledger_get(false);
+	uint32_t idx;
+
+	if (!l || fd < 0 || fd >= LEDGER_FDS ||
+	    !(idx = atomic_load(&l->rows[fd].desc)))
+		return;
+	desc_uncount(&l->descs[idx - 1]);
+}
+
+/* fd is closed (its number free again). */
+static void conn_close(int fd)
+{
+	struct ledger *l = ledger_get(false);
+
+	if (!l || fd < 0 || fd >= LEDGER_FDS ||
+	    !atomic_load_explicit(&l->rows[fd].desc, memory_order_relaxed))
+		return;
+	desc_unref(l, atomic_exchange(&l->rows[fd].desc, 0));
+}
+
+/*
+ * Charge a failure of a connect to d (design.md §5.2): an error (err,
+ * age_ms -1), an attempt given up at its bound after age_ms, or a
+ * slowdown; counted as a failed connect unless a slowdown. An error
+ * marks the address failed for connect_failover's skip (§5.4).
+ */
+static void charge(const struct dest *d, int err, int64_t age_ms, bool slowdown)
+{
+	const struct rlb_track_ops *o = rlb_pending_ops();
+	struct rlb_failure f = {
+		.err = err, .age_ms = age_ms, .slowdown = slowdown};
+	struct conn_policy pol;
+
+	f.n = rlb_addr_owners(d, f.owners, &pol);
+	if (!f.n)
+		return;
+	if (!slowdown && pol.failover)
+		rlb_addr_owners(d, NULL, &pol);
+	if (o && o->charge)
+		o->charge(&f);
+	if (!slowdown)
+		tell(f.owners, f.n, 0, RLB_CONN_FAILED);
+}
+
+void rlb_conn_change(int fd, const struct pending_connect *p,
+		     enum rlb_conn_change ch, int err, int64_t age_ms)
 {
 	struct rlb_owner owners[RLB_MAX_OWNERS];
 	struct conn_policy pol;
-	size_t n = rlb_addr_owners(dst, owners, &pol);
+	size_t n;
 
-	tell(owners, n, 0, ok ? RLB_CONN_ESTABLISHED : RLB_CONN_FAILED);
+	switch (ch) {
+	case RLB_CHANGE_START:
+		rlb_pending_set(fd, p);
+		conn_take(fd, p->ino, &p->d);
+		break;
+	case RLB_CHANGE_ESTABLISHED:
+		n = rlb_addr_owners(&p->d, owners, &pol);
+		tell(owners, n, 0, RLB_CONN_ESTABLISHED);
+		rlb_pending_note_won(&p->d, p->start_ms);
+		break;
+	case RLB_CHANGE_FAILED:
+		conn_drop_attempt(fd);
+		if (rlb_errno_counts(err))
+			charge(&p->d, err, -1, false);
+		break;
+	case RLB_CHANGE_TIMED_OUT:
+		conn_drop_attempt(fd);
+		charge(&p->d, ETIMEDOUT, age_ms, false);
+		break;
+	case RLB_CHANGE_SLOW:
+		charge(&p->d, ETIMEDOUT, -1, true);
+		break;
+	case RLB_CHANGE_CLOSED:
+		conn_close(fd);
+		break;
+	}
+}
+
+struct fd_slot *rlb_pending_slot(int fd)
+{
+	struct ledger *l = atomic_load_explicit(&ledger, memory_order_acquire);
+
+	if (!l || fd < 0 || fd >= LEDGER_FDS)
+		return NULL;
+	return &l->rows[fd];
+}
+
+void rlb_ledger_setup(void)
+{
+	if (!ledger_get(true))
+		rlb_log(RLB_LOG_WARNING, "no memory for the connection "
+					 "ledger: connects not followed");
 }
 
 /* Each descriptor an SCM_RIGHTS message of msg carries, to fn. */
@@ -202,7 +302,7 @@ static void sent_one(int fd)
 	size_t n;
 
 	if (!l || fd < 0 || fd >= LEDGER_FDS ||
-	    !(idx = atomic_load(&l->fd_desc[fd])))
+	    !(idx = atomic_load(&l->rows[fd].desc)))
 		return;
 	d = &l->descs[idx - 1];
 	if (!atomic_load(&d->counted))
@@ -230,7 +330,7 @@ static void received_one(int fd)
 	memcpy(d->owners, owners, n * sizeof(owners[0]));
 	atomic_store_explicit(&d->n, (uint32_t)n, memory_order_release);
 	atomic_store(&d->counted, true);
-	prev = atomic_exchange(&l->fd_desc[fd], idx);
+	prev = atomic_exchange(&l->rows[fd].desc, idx);
 	desc_unref(l, prev);
 }
 
@@ -262,27 +362,6 @@ void rlb_track_recvmsg_done(const struct msghdr *msg)
 	errno = saved;
 }
 
-void rlb_ledger_failed(int fd)
-{
-	struct ledger *l = ledger_get(false);
-	uint32_t idx;
-
-	if (!l || fd < 0 || fd >= LEDGER_FDS ||
-	    !(idx = atomic_load(&l->fd_desc[fd])))
-		return;
-	desc_uncount(&l->descs[idx - 1]);
-}
-
-void rlb_ledger_close(int fd)
-{
-	struct ledger *l = ledger_get(false);
-
-	if (!l || fd < 0 || fd >= LEDGER_FDS ||
-	    !atomic_load_explicit(&l->fd_desc[fd], memory_order_relaxed))
-		return;
-	desc_unref(l, atomic_exchange(&l->fd_desc[fd], 0));
-}
-
 void rlb_ledger_dup(int oldfd, int newfd)
 {
 	struct ledger *l = ledger_get(false);
@@ -291,10 +370,10 @@ void rlb_ledger_dup(int oldfd, int newfd)
 	if (!l || newfd < 0 || newfd >= LEDGER_FDS || oldfd == newfd)
 		return;
 	if (oldfd >= 0 && oldfd < LEDGER_FDS &&
-	    (idx = atomic_load(&l->fd_desc[oldfd])))
+	    (idx = atomic_load(&l->rows[oldfd].desc)))
 		atomic_fetch_add(&l->descs[idx - 1].refs, 1);
 	/* dup2() over a descriptor closes it first. */
-	desc_unref(l, atomic_exchange(&l->fd_desc[newfd], idx));
+	desc_unref(l, atomic_exchange(&l->rows[newfd].desc, idx));
 }
 
 void rlb_ledger_close_range(unsigned first, unsigned last)
@@ -304,8 +383,9 @@ void rlb_ledger_close_range(unsigned first, unsigned last)
 	if (!l)
 		return;
 	for (unsigned fd = first; fd <= last && fd < LEDGER_FDS; fd++)
-		if (atomic_load_explicit(&l->fd_desc[fd], memory_order_relaxed))
-			desc_unref(l, atomic_exchange(&l->fd_desc[fd], 0));
+		if (atomic_load_explicit(&l->rows[fd].desc,
+					 memory_order_relaxed))
+			desc_unref(l, atomic_exchange(&l->rows[fd].desc, 0));
 }
 
 bool rlb_ledger_has(int fd)
@@ -313,7 +393,7 @@ bool rlb_ledger_has(int fd)
 	struct ledger *l = ledger_get(false);
 
 	return l && fd >= 0 && fd < LEDGER_FDS &&
-	       atomic_load_explicit(&l->fd_desc[fd], memory_order_relaxed);
+	       atomic_load_explicit(&l->rows[fd].desc, memory_order_relaxed);
 }
 
 void rlb_track_ledger_fork(int step)
@@ -351,7 +431,7 @@ void rlb_track_before_exec(void)
 	 * close-on-exec; the others are gone with this image. */
 	memset(open_after, 0, sizeof(open_after));
 	for (int fd = 0; fd < LEDGER_FDS; fd++) {
-		uint32_t idx = atomic_load_explicit(&l->fd_desc[fd],
+		uint32_t idx = atomic_load_explicit(&l->rows[fd].desc,
 						    memory_order_relaxed);
 		int flags;
 

@@ -1,8 +1,9 @@
 /* track_pending.c - connect attempts under way and their fate
- * (design.md §5.2, §11.3-§11.6): the pending table, attempts given up
- * before their outcome was seen (close, a raw close, exit), slowdowns. It
- * reports failures through the ops its owner registered; it counts
- * nothing itself. */
+ * (design.md §5.2, §11.3-§11.6): the attempt in each descriptor's ledger
+ * row, attempts given up before their outcome was seen (close, a raw
+ * close, exit), slowdowns. Whoever takes an attempt's entry settles it,
+ * once, through rlb_conn_change() (track_ledger.c); it counts nothing
+ * itself. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,14 +12,11 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "preload/track_internal.h"
-#define FD_SLOTS   65536 /* sockets tracked while connecting */
-#define RECENT_MAX 64	 /* pending sockets swept for abandonment */
-static struct fd_slot *fd_table;
+#define RECENT_MAX 64 /* pending sockets swept for abandonment */
 /* Sockets with a pending entry; while 0, nothing needs clearing. */
 atomic_uint rlb_pending_count;
 /* Sequence numbers of pending entries: a sweep takes exactly the entry
@@ -67,11 +65,14 @@ void rlb_track_after_fork_child(void)
 {
 	/* The attempts are the parent's: a child that closes its copies
 	 * (pre-exec fd cleanup) or exits must not count them again. */
-	if (fd_table && atomic_load(&rlb_pending_count))
-		for (size_t fd = 0; fd < FD_SLOTS; fd++)
-			if (atomic_load_explicit(&fd_table[fd].pending,
-						 memory_order_relaxed))
-				atomic_store(&fd_table[fd].pending, 0);
+	if (atomic_load(&rlb_pending_count))
+		for (int fd = 0; fd < RLB_LEDGER_FDS; fd++) {
+			struct fd_slot *s = rlb_pending_slot(fd);
+
+			if (s && atomic_load_explicit(&s->pending,
+						      memory_order_relaxed))
+				atomic_store(&s->pending, 0);
+		}
 	atomic_store(&rlb_pending_count, 0);
 	for (size_t k = 0; k < RECENT_MAX; k++)
 		atomic_store(&recent[k], 0);
@@ -99,17 +100,8 @@ void rlb_pending_claim_owner(void)
 
 void rlb_pending_setup(void)
 {
-	void *f = rlb_libc()->mmap(NULL, FD_SLOTS * sizeof(struct fd_slot),
-				   PROT_READ | PROT_WRITE,
-				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
 	atomic_store(&owner_pid, rlb_libc()->getpid());
-	if (f == MAP_FAILED) {
-		rlb_log(RLB_LOG_WARNING, "no memory for pending connects: "
-					 "abandoned attempts not counted");
-		return;
-	}
-	fd_table = f;
+	rlb_ledger_setup();
 }
 
 const struct rlb_track_ops *rlb_pending_ops(void)
@@ -120,42 +112,6 @@ const struct rlb_track_ops *rlb_pending_ops(void)
 void rlb_track_set_ops(const struct rlb_track_ops *o)
 {
 	atomic_store_explicit(&ops, o, memory_order_release);
-}
-
-/* Hand f to the owner to count (nothing when no owner registered). */
-static void report(const struct rlb_failure *f)
-{
-	const struct rlb_track_ops *o =
-		atomic_load_explicit(&ops, memory_order_acquire);
-
-	if (f->n && o && o->charge)
-		o->charge(f);
-}
-
-/*
- * Report a failure of a connect to d: an error (age_ms < 0), an attempt
- * abandoned after age_ms, or a slowdown.
- */
-void rlb_pending_report(const struct dest *d, int err, int64_t age_ms,
-			bool slowdown)
-{
-	struct rlb_failure f = {
-		.err = err, .age_ms = age_ms, .slowdown = slowdown};
-	struct conn_policy pol;
-
-	f.n = rlb_addr_owners(d, f.owners, &pol);
-	if (f.n && !slowdown && pol.failover)
-		rlb_addr_owners(d, NULL, &pol);
-	report(&f);
-	if (!slowdown)
-		rlb_ledger_count_connect(d, false);
-}
-
-struct fd_slot *rlb_pending_slot(int fd)
-{
-	if (!fd_table || fd < 0 || fd >= FD_SLOTS)
-		return NULL;
-	return &fd_table[fd];
 }
 
 /*
@@ -350,11 +306,10 @@ void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p)
 }
 
 /* An attempt that connected: the evidence that another was abandoned. */
-void rlb_pending_won(const struct dest *d, int64_t start_ms)
+void rlb_pending_note_won(const struct dest *d, int64_t start_ms)
 {
 	size_t victim = 0;
 
-	rlb_ledger_count_connect(d, true);
 	pthread_mutex_lock(&moves_lock);
 	for (size_t k = 0; k < MOVES_MAX; k++)
 		if (won[k].at_ms < won[victim].at_ms)
@@ -420,7 +375,7 @@ static void dropped_young(const struct pending_connect *p, int fd,
 	ni = rlb_addr_owners(&p->d, its, &pol);
 	if ((n && rlb_addr_other_replica(owners, n, its, ni)) ||
 	    won_since(p, fd)) {
-		rlb_pending_report(&p->d, ETIMEDOUT, -1, true);
+		rlb_conn_change(fd, p, RLB_CHANGE_SLOW, ETIMEDOUT, -1);
 		return;
 	}
 	pthread_mutex_lock(&moves_lock);
@@ -453,16 +408,17 @@ void rlb_pending_judge(const struct pending_connect *p, int fd,
 
 	if (state == TCP_SYN_SENT) {
 		if (age >= p->timeout_ms)
-			rlb_pending_report(&p->d, ETIMEDOUT, age, false);
+			rlb_conn_change(fd, p, RLB_CHANGE_TIMED_OUT, ETIMEDOUT,
+					age);
 		else if (!at_exit)
 			dropped_young(p, fd, owners, n);
 	} else if (never) {
 		/* The kind of failure cannot be read without consuming it;
 		 * it counts one error whatever it is. */
-		rlb_pending_report(&p->d, ECONNREFUSED, -1, false);
+		rlb_conn_change(fd, p, RLB_CHANGE_FAILED, ECONNREFUSED, -1);
 	} else if (state >= 0) {
 		/* It connected, unseen: a connect established. */
-		rlb_ledger_count_connect(&p->d, true);
+		rlb_conn_change(fd, p, RLB_CHANGE_ESTABLISHED, 0, -1);
 	}
 }
 
@@ -534,7 +490,8 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 			rlb_pending_judge(&p, v - 1, NULL, 0, true);
 		} else {
 			rlb_pending_restore_syncnt(v - 1, &p);
-			rlb_pending_won(&p.d, p.start_ms);
+			rlb_conn_change(v - 1, &p, RLB_CHANGE_ESTABLISHED, 0,
+					-1);
 		}
 	}
 }
@@ -547,7 +504,7 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 void rlb_pending_match_dropped(const struct rlb_owner *owners, size_t n)
 {
 	int64_t now = rlb_monotonic_ms();
-	struct dest slow[MOVES_MAX];
+	struct pending_connect slow[MOVES_MAX];
 	size_t nslow = 0;
 
 	if (!atomic_load_explicit(&ndropped, memory_order_relaxed))
@@ -568,13 +525,13 @@ void rlb_pending_match_dropped(const struct rlb_owner *owners, size_t n)
 		ni = rlb_addr_owners(&dropped[k].d, its, &pol);
 		if (!rlb_addr_other_replica(owners, n, its, ni))
 			continue;
-		slow[nslow++] = dropped[k].d;
+		slow[nslow++] = (struct pending_connect){.d = dropped[k].d};
 		dropped[k].at_ms = 0;
 		atomic_fetch_sub(&ndropped, 1);
 	}
 	pthread_mutex_unlock(&moves_lock);
 	for (size_t k = 0; k < nslow; k++)
-		rlb_pending_report(&slow[k], ETIMEDOUT, -1, true);
+		rlb_conn_change(-1, &slow[k], RLB_CHANGE_SLOW, ETIMEDOUT, -1);
 }
 
 void rlb_track_sweep(void)
