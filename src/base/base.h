@@ -250,6 +250,10 @@ void rlb_log_own_thread(void);
 		socklen_t *len), (fd, level, name, val, len))                  \
 	X(int, setsockopt, (int fd, int level, int name, const void *val,      \
 		socklen_t len), (fd, level, name, val, len))                   \
+	X(int, getsockname, (int fd, struct sockaddr *sa, socklen_t *len),     \
+		(fd, sa, len))                                                 \
+	X(int, bind, (int fd, const struct sockaddr *sa, socklen_t len),       \
+		(fd, sa, len))                                                 \
 	X(int, close, (int fd), (fd))                                          \
 	/* descriptors (hooked: the connection ledger follows them) */         \
 	X(int, fcntl, (int fd, int cmd, long arg), (fd, cmd, arg))             \
@@ -308,6 +312,8 @@ void rlb_log_own_thread(void);
 		(olddirfd, oldpath, newdirfd, newpath, flags))                 \
 	X(int, unlinkat, (int dirfd, const char *path, int flags),             \
 		(dirfd, path, flags))                                          \
+	X(ssize_t, readlinkat, (int dirfd, const char *path, char *buf,        \
+		size_t len), (dirfd, path, buf, len))                          \
 	X(DIR *, opendir, (const char *path), (path))                          \
 	X(DIR *, fdopendir, (int fd), (fd))                                    \
 	X(struct dirent *, readdir, (DIR *d), (d))                             \

@@ -252,6 +252,8 @@ static void bind_table(void)
 		next_fcntl = syscall_fcntl;
 	/* Not exported by us: libc's own, as a direct call would reach. */
 	t->setsockopt = setsockopt;
+	t->getsockname = getsockname;
+	t->bind = bind;
 	t->fcntl = libc_fcntl;
 	t->poll = poll;
 	t->open = libc_open;
@@ -259,6 +261,7 @@ static void bind_table(void)
 	t->read = read;
 	t->pread = pread;
 	t->write = write;
+	t->readlinkat = readlinkat;
 	t->stat = stat;
 	t->lstat = lstat;
 	t->fstat = fstat;

@@ -64,7 +64,11 @@ struct rlb_settings {
 	int64_t dns_cache_ttl;	    /* seconds */
 	int64_t connect_timeout_ms;
 	bool connect_failover; /* move a failed connect on (design.md §5.4) */
-	int64_t dns_hold_nx;   /* s an NXDOMAIN keeps DNS members */
+	/* Hedged connects (design.md §5.10): use_hedged_requests, and
+	 * hedged_connection_timeout_ms, >= 1. */
+	bool use_hedged_requests;
+	int64_t hedged_connection_timeout_ms;
+	int64_t dns_hold_nx;	      /* s an NXDOMAIN keeps DNS members */
 	int64_t dns_refresh_floor_ms; /* DNS membership asked at most this
 				       * often (design.md §15) */
 	/* least_request (design.md §3.4): replicas drawn per pick, >= 1

@@ -461,7 +461,8 @@ static bool was_tried(const struct rlb_cluster *c, size_t i,
 	return false;
 }
 
-/* The cluster of cfg that the first tried replica in one belongs to. */
+/* The cluster of cfg that the first tried replica belongs to, of those
+ * that fail over or hedge. */
 static struct rlb_cluster *failover_cluster(struct rlb_config *cfg,
 					    const struct rlb_owner *tried,
 					    size_t ntried)
@@ -469,7 +470,8 @@ static struct rlb_cluster *failover_cluster(struct rlb_config *cfg,
 	for (size_t k = 0; k < ntried; k++)
 		for (size_t ci = 0; ci < cfg->nclusters; ci++)
 			if (cfg->clusters[ci].name_hash == tried[k].cluster &&
-			    cfg->clusters[ci].s.connect_failover)
+			    (cfg->clusters[ci].s.connect_failover ||
+			     cfg->clusters[ci].s.use_hedged_requests))
 				return &cfg->clusters[ci];
 	return NULL;
 }

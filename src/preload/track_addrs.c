@@ -31,6 +31,7 @@ struct addr_slot {
 	uint64_t replica;	    /* replica identity */
 	_Atomic int64_t timeout_ms; /* the cluster's connect_timeout_ms */
 	_Atomic bool failover;	    /* the cluster's connect_failover */
+	_Atomic int32_t hedge_ms;   /* its hedge time; 0: not hedged */
 	_Atomic int64_t handout_ms; /* monotonic time of the latest handout */
 	_Atomic int64_t failed_ms;  /* of the latest counted failure; 0 */
 };
@@ -338,6 +339,11 @@ static void table_replace(struct addr_table *t)
 					     memory_order_relaxed),
 			memory_order_relaxed);
 		atomic_store_explicit(
+			&c->hedge_ms,
+			atomic_load_explicit(&s->hedge_ms,
+					     memory_order_relaxed),
+			memory_order_relaxed);
+		atomic_store_explicit(
 			&c->handout_ms,
 			atomic_load_explicit(&s->handout_ms,
 					     memory_order_relaxed),
@@ -412,6 +418,10 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 	uint32_t epoch;
 	bool fresh, ours, hinted;
 	_Atomic uint64_t *stamps = c->view ? c->view->track_stamps : NULL;
+	int32_t hedge_ms = !c->s.use_hedged_requests ? 0
+			   : c->s.hedged_connection_timeout_ms > INT32_MAX
+				   ? INT32_MAX
+				   : (int32_t)c->s.hedged_connection_timeout_ms;
 
 	if (!atomic_load_explicit(&tables_ready, memory_order_acquire)) {
 		pthread_once(&tables_once, tables_init);
@@ -470,6 +480,10 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 		    c->s.connect_timeout_ms)
 			atomic_store_explicit(&s->timeout_ms,
 					      c->s.connect_timeout_ms,
+					      memory_order_relaxed);
+		if (atomic_load_explicit(&s->hedge_ms, memory_order_relaxed) !=
+		    hedge_ms)
+			atomic_store_explicit(&s->hedge_ms, hedge_ms,
 					      memory_order_relaxed);
 		if (atomic_load_explicit(&s->failover, memory_order_relaxed) !=
 		    c->s.connect_failover)
@@ -585,6 +599,7 @@ size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
 		atomic_load_explicit(&rlb_addr_table, memory_order_acquire);
 
 	pol->timeout_ms = 0;
+	pol->hedge_ms = 0;
 	pol->failover = false;
 	pol->stale = false;
 	if (!tab || !(atomic_load_explicit(&tab->home_bits[home / 64],
@@ -596,6 +611,7 @@ size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
 		uint32_t state =
 			atomic_load_explicit(&s->state, memory_order_acquire);
 		int64_t t;
+		int32_t h;
 		size_t j;
 
 		if (state == SLOT_EMPTY)
@@ -608,6 +624,9 @@ size_t rlb_addr_owners(const struct dest *d, struct rlb_owner *owners,
 			pol->timeout_ms = t;
 		pol->failover |= atomic_load_explicit(&s->failover,
 						      memory_order_relaxed);
+		h = atomic_load_explicit(&s->hedge_ms, memory_order_relaxed);
+		if (h > 0 && (pol->hedge_ms == 0 || h < pol->hedge_ms))
+			pol->hedge_ms = h;
 		if (!owners) { /* mark it failed: see report_dest() */
 			if (atomic_load_explicit(&s->failover,
 						 memory_order_relaxed)) {

@@ -33,7 +33,7 @@ static int64_t tv_ms(const struct timeval *tv)
  * SO_ERROR clears the ECONNRESET that this leaves behind, so that the
  * program (or our failover) may connect the socket again.
  */
-static void abort_attempt(int fd)
+void rlb_connect_abort(int fd)
 {
 	struct sockaddr unspec = {.sa_family = AF_UNSPEC};
 	socklen_t len = sizeof(int);
@@ -80,6 +80,14 @@ static void lower_syncnt(int fd, struct pending_connect *p)
 	    rlb_libc()->setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &want,
 				   sizeof(want)) == 0)
 		p->syncnt = syncnt;
+}
+
+void rlb_connect_bound_in_kernel(int fd, struct pending_connect *p)
+{
+	if (p->timeout_ms > 0) {
+		lower_syncnt(fd, p);
+		rlb_pending_update(fd, p);
+	}
 }
 
 /*
@@ -152,7 +160,7 @@ static bool restore_sndtimeo(int fd, const struct pending_connect *p,
  * (an alarm() bounding its connect), so it gets it. Runs only after an
  * EINTR.
  */
-static bool program_sees_eintr(void)
+bool rlb_connect_sees_eintr(void)
 {
 	sigset_t blocked;
 
@@ -239,8 +247,9 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			break;
 		}
 		if (err == EINTR) {
-			if (lowered && (no_eintr || (!timerisset(&orig) &&
-						     !program_sees_eintr())))
+			if (lowered &&
+			    (no_eintr ||
+			     (!timerisset(&orig) && !rlb_connect_sees_eintr())))
 				continue; /* as the kernel's restart */
 			if (bounded) {
 				lower_syncnt(fd, &p);
@@ -251,7 +260,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		}
 		if (lowered && (err == EINPROGRESS || err == EALREADY)) {
 			/* Our bound fired. */
-			abort_attempt(fd);
+			rlb_connect_abort(fd);
 			err = ETIMEDOUT;
 		}
 		break;
@@ -313,7 +322,7 @@ static int wait_connected(int fd, const struct dest *d)
 		return 0;
 	}
 	if (err == ETIMEDOUT)
-		abort_attempt(fd);
+		rlb_connect_abort(fd);
 	rlb_conn_change(fd, &p, RLB_CHANGE_FAILED, err, -1);
 	return err;
 }
@@ -366,7 +375,7 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 		}
 		from = d;
 		/* Back to an unconnected socket, whatever the failure left. */
-		abort_attempt(fd);
+		rlb_connect_abort(fd);
 		sa = (struct sockaddr *)&next;
 		len = nlen;
 		rc = connect_bounded(fd, sa, len, &d, &pol, blocking, NULL,
@@ -473,8 +482,15 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 		skip_stale(&sa, &len, &next, &d, owners, &n, &pol);
 	flags = rlb_libc()->fcntl(fd, F_GETFL, 0);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
-	rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
-			     repeat ? &prev : NULL, false, false);
+	/* Hedged (design.md §5.10): a new attempt of a TCP socket, when the
+	 * hedge time comes before the bound. */
+	if (!repeat && flags >= 0 && pol.hedge_ms > 0 &&
+	    (pol.timeout_ms == 0 || pol.hedge_ms < pol.timeout_ms) &&
+	    is_tcp(fd))
+		rc = rlb_hedge_connect(fd, sa, len, &d, &pol, flags, owners, n);
+	else
+		rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
+				     repeat ? &prev : NULL, false, false);
 	if (rc == 0 || !pol.failover)
 		return rc;
 	err = errno;

@@ -34,6 +34,7 @@ struct dest {
 /* How connects to an address are made: the strictest of its owners'. */
 struct conn_policy {
 	int64_t timeout_ms; /* 0: unbounded */
+	int32_t hedge_ms;   /* hedge after this long; 0: never (§5.10) */
 	bool failover;
 	bool stale; /* it failed since it was last handed out */
 };
@@ -206,6 +207,9 @@ ino_t rlb_pending_ino(int fd);
  * at that moment. Keeps errno.
  */
 bool rlb_pending_is(int fd, uint64_t ino);
+/* Whether fd's connect established at some time, whatever since (read
+ * without consuming SO_ERROR). */
+bool rlb_pending_connected_once(int fd);
 /* Whether fd's connect is still under way (SYN_SENT). */
 bool rlb_pending_connecting(int fd);
 /* A copy of the entry in slot s. */
@@ -292,5 +296,41 @@ void rlb_ledger_dup(int oldfd, int newfd);
 void rlb_ledger_close_range(unsigned first, unsigned last);
 /* Whether fd is a descriptor of a connection in the ledger. */
 bool rlb_ledger_has(int fd);
+
+/* track_connect.c, for the hedge */
+
+/* Give up the attempt pending on fd (no packet for one in SYN_SENT). */
+void rlb_connect_abort(int fd);
+/* After an EINTR: whether the program waits for it (a handler without
+ * SA_RESTART could have run). */
+bool rlb_connect_sees_eintr(void);
+/* The attempt p on fd, left to the program to wait for, is bounded by
+ * the kernel from now on (TCP_SYNCNT lowered, kept in fd's entry). */
+void rlb_connect_bound_in_kernel(int fd, struct pending_connect *p);
+
+/* track_hedge.c */
+
+#define RLB_HEDGE_TRIED 16 /* replicas one hedged connect may try */
+/* Whether socket fd, before its connect, has no local port bound (its
+ * local address, perhaps none, in *local). Keeps errno. */
+bool rlb_hedge_unbound(int fd, struct sockaddr_storage *local, socklen_t *len);
+/* Whether socket fd (inode ino) may be hedged: nothing else refers to
+ * it, nothing it carries is lost by a copy. Keeps errno. */
+bool rlb_hedge_allowed(int fd, uint64_t ino);
+/* A socket like fd (non-blocking, close-on-exec), its options copied,
+ * bound to fd's local address when it had one; -1 when it cannot be
+ * made. Keeps errno. */
+int rlb_hedge_socket(int fd, const struct sockaddr_storage *local,
+		     socklen_t len);
+/* Close a losing socket of ours: a reset when it connected. */
+void rlb_hedge_let_go(int s);
+/*
+ * connect() of fd (file status flags `flags`) to sa, replica d of
+ * (owners, n), hedged by policy pol (design.md §5.10): same contract as
+ * connect(); every attempt's outcome is settled.
+ */
+int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
+		      const struct dest *d, const struct conn_policy *pol,
+		      int flags, struct rlb_owner *owners, size_t n);
 
 #endif /* RLB_TRACK_INTERNAL_H */

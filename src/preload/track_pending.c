@@ -182,7 +182,7 @@ bool rlb_pending_connecting(int fd)
 }
 
 /* Whether fd's connect established at some time, whatever since. */
-static bool connected_once(int fd)
+bool rlb_pending_connected_once(int fd)
 {
 	bool never;
 	int state = tcp_state(fd, &never);
@@ -350,7 +350,8 @@ static bool won_since(const struct pending_connect *p, int fd)
 			continue;
 		rlb_pending_load(s, &q);
 		found = q.start_ms >= p->start_ms &&
-			rlb_pending_is(v - 1, q.ino) && connected_once(v - 1) &&
+			rlb_pending_is(v - 1, q.ino) &&
+			rlb_pending_connected_once(v - 1) &&
 			rlb_addr_other_replica_of(&q.d, &p->d);
 	}
 	return found;
@@ -480,7 +481,7 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 		gone = !rlb_pending_is(v - 1, p.ino);
 		if (v - 1 == fd && !gone)
 			continue; /* the socket being connected now */
-		if (!gone && !at_exit && !connected_once(v - 1))
+		if (!gone && !at_exit && !rlb_pending_connected_once(v - 1))
 			continue;
 		if (!take_entry(v - 1, seq, &p))
 			continue;

@@ -200,6 +200,9 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_connect	      return fail_connect(fd, sa, len)
 #define FAIL_getsockopt	      return fail_int(fail_err)
 #define FAIL_setsockopt	      return fail_int(fail_err)
+#define FAIL_getsockname      return fail_int(fail_err)
+#define FAIL_bind	      return fail_int(fail_err)
+#define FAIL_readlinkat	      return fail_int(fail_err)
 #define FAIL_close	      return fail_after(real.close(fd), fail_err)
 #define FAIL_fcntl	      return fail_int(fail_err)
 #define FAIL_dup	      return fail_int(fail_err)
@@ -281,6 +284,9 @@ static const int errnos[E_COUNT][MAX_ERRNOS] = {
 		       EADDRINUSE, ECONNRESET},
 	[E_getsockopt] = {ENOMEM, ENOBUFS, ENOPROTOOPT, EINVAL},
 	[E_setsockopt] = {ENOMEM, ENOBUFS, ENOPROTOOPT, EINVAL, EPERM},
+	[E_getsockname] = {ENOBUFS, EINVAL},
+	[E_bind] = {EADDRINUSE, EADDRNOTAVAIL, EACCES},
+	[E_readlinkat] = {EACCES, ENOENT, ENOMEM, EIO},
 	[E_close] = {EIO, EINTR, ENOSPC, EDQUOT},
 	[E_fcntl] = {ENOMEM, EINVAL, EINTR, EMFILE, ENOLCK},
 	[E_dup] = {EMFILE, EINTR},

@@ -1,0 +1,135 @@
+#!/bin/bash
+# hedged.sh - hedged connects (design.md §5.10, issue 22). The first
+# replica is silent (a listener with a full accept queue: the kernel drops
+# the SYNs). With use_hedged_requests and the default 50 ms, a connect to
+# it races the next replica after 50 ms, and the program gets that one's
+# connection, on its own descriptor, with its options: a blocking python
+# client, a non-blocking asyncio client and curl each get an answer in
+# well under the connect bound (1 s) where without hedging they wait for
+# it (1 s blocking, about 3 s non-blocking); getpeername names the
+# replica reached; the silent replica counts one slowdown and no error;
+# -d logs the hedge. A socket shared with another descriptor is never
+# hedged, nor is one with use_hedged_requests = false.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+rlb_setup
+
+HPORT=$(free_port)
+write_config <<EOF
+load_balancing = "in_order";
+use_hedged_requests = true;
+distributed_replica_error_half_life = 600;
+connect_timeout_ms = 1000;
+state_dir = "$T/state";
+clusters = (
+  { name = "hedge.cluster"; port = $HPORT;
+    replicas = ( "127.0.0.2", "127.0.0.3", "127.0.0.4" ); },
+  { name = "hedge2.cluster"; port = $HPORT;
+    replicas = ( "127.0.0.2", "127.0.0.3" ); },
+  { name = "shared.cluster"; port = $HPORT;
+    replicas = ( "127.0.0.2", "127.0.0.3" ); },
+  { name = "off.cluster"; port = $HPORT; use_hedged_requests = false;
+    replicas = ( "127.0.0.2", "127.0.0.3" ); }
+);
+EOF
+
+start_replica silent 127.0.0.2 "$HPORT" blackhole || fail "start silent replica"
+start_replica r3 127.0.0.3 "$HPORT" http || fail "start r3"
+start_replica r4 127.0.0.4 "$HPORT" http || fail "start r4"
+
+# 1. Blocking python, the options it set read back after the swap.
+cat > "$T/block.py" <<'EOF'
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+ai = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0]
+s = socket.socket(ai[0], ai[1], ai[2])
+opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+        (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
+        (socket.SOL_SOCKET, socket.SO_RCVBUF, 65536),
+        (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77),
+        (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 4321),
+        (socket.IPPROTO_IP, socket.IP_TOS, 0x10),
+        (socket.SOL_SOCKET, socket.SO_PRIORITY, 3)]
+for lvl, name, v in opts:
+    s.setsockopt(lvl, name, v)
+before = [s.getsockopt(l, n) for l, n, _ in opts]
+fd = s.fileno()
+t0 = time.monotonic()
+s.connect(ai[4])
+ms = (time.monotonic() - t0) * 1000
+after = [s.getsockopt(l, n) for l, n, _ in opts]
+s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+body = s.recv(4096).decode(errors="replace")
+print("ms=%d" % ms)
+print("peer=%s" % s.getpeername()[0])
+print("samefd=%s" % (s.fileno() == fd))
+print("options=%s" % ("same" if before == after else "%s != %s" % (before, after)))
+print("blocking=%s" % s.getblocking())
+print("body=%s" % body.split("\r\n\r\n", 1)[-1].strip())
+EOF
+out=$(REPLICALB_LOG_LEVEL=debug preload timeout 10 "$PY" "$T/block.py" hedge.cluster "$HPORT" 2>"$T/block.err")
+ms=$(sed -n 's/^ms=//p' <<<"$out")
+check_le "blocking python: connected within the hedge, not the bound (ms)" 400 "${ms:-9999}"
+check_eq "blocking python: getpeername names the replica reached" "peer=127.0.0.3" "$(grep '^peer=' <<<"$out")"
+check_eq "blocking python: the same descriptor" "samefd=True" "$(grep '^samefd=' <<<"$out")"
+check_eq "blocking python: every option reads back the same" "options=same" "$(grep '^options=' <<<"$out")"
+check_eq "blocking python: still a blocking socket" "blocking=True" "$(grep '^blocking=' <<<"$out")"
+check_eq "blocking python: served by the hedge's replica" "body=replica=r3" "$(grep '^body=' <<<"$out")"
+check_match "-d logs the hedge" "connect to 127.0.0.2:$HPORT: no answer in 50 ms: hedging to 127.0.0.3:$HPORT" "$(cat "$T/block.err")"
+check_match "-d logs the winner" "hedged connect: 127.0.0.3:$HPORT won" "$(cat "$T/block.err")"
+check_eq "the silent replica: one slowdown" 1 "$(replica_stat hedge.cluster 127.0.0.2 slowdowns)"
+check_eq "the silent replica: no error" 0 "$(replica_stat hedge.cluster 127.0.0.2 errors)"
+check_eq "the replica reached: one connect" 1 "$(replica_stat hedge.cluster 127.0.0.3 connects)"
+check_eq "nothing left in flight" 0 "$(replica_stat hedge.cluster 127.0.0.2 in_flight)"
+
+# 2. asyncio (non-blocking) and curl, on a cluster not seen yet.
+cat > "$T/aio.py" <<'EOF'
+import asyncio, sys, time
+async def main():
+    t0 = time.monotonic()
+    r, w = await asyncio.open_connection(sys.argv[1], int(sys.argv[2]))
+    ms = (time.monotonic() - t0) * 1000
+    w.write(b"GET / HTTP/1.0\r\n\r\n")
+    body = (await r.read()).decode(errors="replace")
+    print("ms=%d peer=%s %s" % (ms, w.get_extra_info("peername")[0],
+                                body.split("\r\n\r\n", 1)[-1].strip()))
+asyncio.run(main())
+EOF
+out=$(preload timeout 10 "$PY" "$T/aio.py" hedge2.cluster "$HPORT")
+ms=$(sed -n 's/^ms=\([0-9]*\).*/\1/p' <<<"$out")
+check_le "asyncio: connected within the hedge (ms)" 500 "${ms:-9999}"
+check_match "asyncio: the hedge's replica" "peer=127.0.0.3 replica=r3" "$out"
+rlbctl reset hedge2.cluster >/dev/null
+t=$(preload timeout 10 curl -sS -o /dev/null -w '%{time_connect}' "http://hedge2.cluster:$HPORT/")
+check_le "curl: connected within the hedge (ms)" 500 "$(awk -v t="${t:-9}" 'BEGIN { printf "%d", t * 1000 }')"
+check_eq "curl: the silent replica has a slowdown, no error" "1 0" \
+	"$(replica_stat hedge2.cluster 127.0.0.2 slowdowns) $(replica_stat hedge2.cluster 127.0.0.2 errors)"
+
+# 3. Never hedged: a socket with another descriptor, hedging off. Both
+# wait for the bound (about 1 s) and count an error.
+cat > "$T/shared.py" <<'EOF'
+import os, socket, sys, time
+host, port, dup = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "dup"
+ai = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0]
+s = socket.socket(ai[0], ai[1], ai[2])
+if dup:
+    other = os.dup(s.fileno())
+t0 = time.monotonic()
+try:
+    s.connect(ai[4])
+    r = "connected"
+except OSError as e:
+    r = e.__class__.__name__
+print("%s ms=%d" % (r, (time.monotonic() - t0) * 1000))
+EOF
+out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" dup)
+ms=$(sed -n 's/.*ms=//p' <<<"$out")
+check_match "a socket with another descriptor is not hedged" "^TimeoutError" "$out"
+check_ge "it waits for the bound (ms)" 900 "${ms:-0}"
+check_eq "its replica counts an error, no slowdown" "1 0" \
+	"$(replica_stat shared.cluster 127.0.0.2 errors) $(replica_stat shared.cluster 127.0.0.2 slowdowns)"
+out=$(preload timeout 10 "$PY" "$T/shared.py" off.cluster "$HPORT" no)
+ms=$(sed -n 's/.*ms=//p' <<<"$out")
+check_match "use_hedged_requests = false: not hedged" "^TimeoutError" "$out"
+check_ge "use_hedged_requests = false: the bound (ms)" 900 "${ms:-0}"
+
+finish
