@@ -309,6 +309,11 @@ sys.exit("no free port")
 EOF
 }
 
+# RLB_SERVER_EXEC: a command prefix for the servers that start_replica
+# and start_redis start, empty by default (lib_latency.sh sets it to
+# enter its replica namespace; the prefix must exec the server, so that
+# the pid recorded is the server's).
+#
 # start_replica NAME ADDR PORT [http|tcp|blackhole [ARGS...]] : start
 # replica_server.py (ARGS: more of its options, --delay-ms N) in the
 # background (not preloaded) and wait until it listens.
@@ -317,8 +322,8 @@ start_replica()
 	local name=$1 addr=$2 port=$3 mode=${4:-http} i pid
 	shift $(($# < 4 ? $# : 4))
 	rm -f "$T/srv-$name.out"
-	$PY "$SERVER" --name "$name" --host "$addr" --port "$port" \
-		--mode "$mode" "$@" >"$T/srv-$name.out" 2>&1 &
+	${RLB_SERVER_EXEC:-} $PY "$SERVER" --name "$name" --host "$addr" \
+		--port "$port" --mode "$mode" "$@" >"$T/srv-$name.out" 2>&1 &
 	pid=$!
 	echo "$pid" >"$T/srv-$name.pid"
 	for i in $(seq 100); do
@@ -368,8 +373,8 @@ start_redis()
 		echo "redis-server/redis-cli not installed (scripts/deps.sh)"
 		return 1
 	fi
-	redis-server --bind "$addr" --port "$port" --save '' \
-		--appendonly no --protected-mode no --daemonize no \
+	${RLB_SERVER_EXEC:-} redis-server --bind "$addr" --port "$port" \
+		--save '' --appendonly no --protected-mode no --daemonize no \
 		--dir "$T" --logfile "$T/srv-$name.out" >/dev/null 2>&1 &
 	pid=$!
 	echo "$pid" >"$T/srv-$name.pid"

@@ -14,7 +14,8 @@ Stdlib only. Listens on --host:--port and identifies itself by --name:
                     connections it took; 1 on Linux) before "ready".
 
 Prints "ready" on stdout once listening, writes --pidfile, exits 0 on
-SIGTERM or SIGINT.
+SIGTERM or SIGINT. With --log-accepts (http and tcp), also prints
+"accepted HOST:PORT" (the peer) for each connection it accepts, flushed.
 """
 
 import argparse
@@ -38,7 +39,24 @@ def parse_args():
     p.add_argument("--delay-ms", type=int, default=0,
                    help="http: wait this long before each answer (a slow "
                    "replica)")
+    p.add_argument("--log-accepts", action="store_true",
+                   help="print \"accepted HOST:PORT\" for each connection "
+                   "accepted (http, tcp)")
     return p.parse_args()
+
+
+_out_lock = threading.Lock()
+
+
+def say(line):
+    with _out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def accepted(args, peer):
+    if args.log_accepts:
+        say("accepted %s:%d" % (peer[0], peer[1]))
 
 
 def listener(host, port, backlog):
@@ -74,6 +92,11 @@ def serve_http(args, stop):
         address_family = (socket.AF_INET6 if ":" in args.host
                           else socket.AF_INET)
 
+        def get_request(self):
+            conn, peer = super().get_request()
+            accepted(args, peer)
+            return conn, peer
+
     srv = Server((args.host, args.port), Handler)
     t = threading.Thread(target=srv.serve_forever, kwargs={
         "poll_interval": 0.05}, daemon=True)
@@ -95,9 +118,10 @@ def serve_tcp(args, stop):
         if not r:
             continue
         try:
-            c, _ = s.accept()
+            c, peer = s.accept()
         except OSError:
             continue
+        accepted(args, peer)
         try:
             c.sendall(msg)
         except OSError:
@@ -135,7 +159,7 @@ def serve_blackhole(args, stop):
         if queued > BLACKHOLE_MAX_QUEUED:
             raise RuntimeError("blackhole: accept queue not full after %d "
                                "connections" % queued)
-    sys.stdout.write("queued=%d\n" % queued)
+    say("queued=%d" % queued)
     ready()
     stop.wait()
     for c in fillers:
@@ -144,8 +168,7 @@ def serve_blackhole(args, stop):
 
 
 def ready():
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+    say("ready")
 
 
 def main():
