@@ -56,10 +56,8 @@ const struct key rlb_cfg_keys[] = {
 	 CLUSTER(local_hostname), 0, 0},
 	{"connect_failover", RLB_SCOPE_BOTH, RLB_TYPE_BOOL,
 	 SETTING(connect_failover), false, 0},
-	/* Off by default until the bounded-connect tests are re-expressed
-	 * with hedging on (ClickHouse's default is true; design.md §5.10). */
 	{"use_hedged_requests", RLB_SCOPE_BOTH, RLB_TYPE_BOOL,
-	 SETTING(use_hedged_requests), false, 0},
+	 SETTING(use_hedged_requests), true, 0},
 	{"hedged_connection_timeout_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
 	 SETTING(hedged_connection_timeout_ms), 50, 1},
 	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0, 0},

@@ -96,10 +96,16 @@ void rlb_connect_bound_in_kernel(int fd, struct pending_connect *p)
  * is shorter. *set: the value set. True when lowered.
  */
 static bool lower_sndtimeo(int fd, const struct pending_connect *p,
-			   struct timeval *orig, struct timeval *set)
+			   int64_t pause_at, struct timeval *orig,
+			   struct timeval *set)
 {
 	int64_t left = bound_left(p);
 	socklen_t len = sizeof(*orig);
+
+	if (pause_at > 0 && pause_at - rlb_monotonic_ms() < left)
+		left = pause_at - rlb_monotonic_ms() < 1
+			       ? 1
+			       : pause_at - rlb_monotonic_ms();
 
 	if (rlb_libc()->getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, orig, &len) !=
 		    0 ||
@@ -196,11 +202,14 @@ bool rlb_connect_sees_eintr(void)
  *   After an EINTR the program waits by itself: the attempt is then
  *   bounded as a non-blocking one.
  * - Non-blocking sockets: TCP_SYNCNT lowered until the attempt ends.
+ * `pause_at` (monotonic ms, 0: none): a blocking attempt not over by then
+ * returns -1 with EINPROGRESS, still pending, nothing counted: the hedge
+ * takes over (design.md §5.10).
  */
-static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
-			   const struct dest *d, const struct conn_policy *pol,
-			   bool blocking, const struct pending_connect *prev,
-			   bool moved, bool no_eintr)
+int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
+			const struct dest *d, const struct conn_policy *pol,
+			bool blocking, const struct pending_connect *prev,
+			bool moved, bool no_eintr, int64_t pause_at)
 {
 	struct pending_connect p = {
 		.d = *d, .timeout_ms = pol->timeout_ms, .moved = moved};
@@ -223,7 +232,7 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 	for (;;) {
 		struct timeval orig = {0}, set = {0};
 		bool lowered = bounded && blocking &&
-			       lower_sndtimeo(fd, &p, &orig, &set);
+			       lower_sndtimeo(fd, &p, pause_at, &orig, &set);
 
 		rc = rlb_libc()->connect(fd, sa, len);
 		err = errno;
@@ -256,6 +265,13 @@ static int connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 				rlb_pending_update(fd, &p);
 			}
 			errno = EINTR;
+			return -1;
+		}
+		if (lowered && (err == EINPROGRESS || err == EALREADY) &&
+		    pause_at > 0 &&
+		    rlb_monotonic_ms() < p.start_ms + p.timeout_ms) {
+			/* The pause, not the bound: still pending. */
+			errno = EINPROGRESS;
 			return -1;
 		}
 		if (lowered && (err == EINPROGRESS || err == EALREADY)) {
@@ -378,8 +394,8 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 		rlb_connect_abort(fd);
 		sa = (struct sockaddr *)&next;
 		len = nlen;
-		rc = connect_bounded(fd, sa, len, &d, &pol, blocking, NULL,
-				     true, in_getsockopt);
+		rc = rlb_connect_bounded(fd, sa, len, &d, &pol, blocking, NULL,
+					 true, in_getsockopt, 0);
 		if (so_error) {
 			if (rc == 0)
 				return 0;
@@ -489,8 +505,9 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	    is_tcp(fd))
 		rc = rlb_hedge_connect(fd, sa, len, &d, &pol, flags, owners, n);
 	else
-		rc = connect_bounded(fd, sa, len, &d, &pol, blocking,
-				     repeat ? &prev : NULL, false, false);
+		rc = rlb_connect_bounded(fd, sa, len, &d, &pol, blocking,
+					 repeat ? &prev : NULL, false, false,
+					 0);
 	if (rc == 0 || !pol.failover)
 		return rc;
 	err = errno;

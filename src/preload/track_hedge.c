@@ -297,6 +297,22 @@ static int so_error(int fd)
 	return err;
 }
 
+/*
+ * The outcome of the program's own attempt, once poll() says it is over,
+ * as the kernel's blocking connect() would give it: a connect() again
+ * answers with the error the attempt ended in (or EISCONN), where a failed
+ * SO_ERROR read would lose it. 0: connected.
+ */
+static int own_outcome(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int err;
+
+	if (rlb_libc()->connect(fd, sa, len) == 0)
+		return 0;
+	err = errno;
+	return err == EISCONN ? 0 : err;
+}
+
 /* Log a hedge, or its outcome, at debug level. */
 static void log_hedge(const char *what, const struct dest *a,
 		      const struct dest *b, int32_t hedge_ms)
@@ -419,33 +435,50 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		tried[ntried++] = owners[i];
 	memset(&t[0], 0, sizeof(t[0]));
 	t[0].fd = fd;
-	t[0].p.d = *d;
-	t[0].p.ino = rlb_pending_ino(fd);
-	t[0].p.start_ms = rlb_monotonic_ms();
-	t[0].p.timeout_ms = pol->timeout_ms;
 	t[0].live = true;
 	/* Bound to a port of its own, it cannot be copied; a connect binds
 	 * one, so it is asked now. */
 	can_hedge = rlb_hedge_unbound(fd, &local, &llen);
-	rlb_conn_change(fd, &t[0].p, RLB_CHANGE_START, 0, -1);
-	/* The first attempt without waiting in the kernel: the race waits. */
-	if (blocking && rlb_libc()->fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-		blocking = false, can_hedge = false;
-	rc = rlb_libc()->connect(fd, sa, len);
-	err = errno;
-	if (!(flags & O_NONBLOCK))
-		rlb_libc()->fcntl(fd, F_SETFL, flags);
-	if (rc == 0 || err == EISCONN) {
-		rlb_pending_done(fd, &t[0].p);
-		rlb_conn_change(fd, &t[0].p, RLB_CHANGE_ESTABLISHED, 0, -1);
-		errno = err;
-		return rc;
-	}
-	if (err != EINPROGRESS) {
-		rlb_pending_done(fd, &t[0].p);
-		rlb_conn_change(fd, &t[0].p, RLB_CHANGE_FAILED, err, -1);
-		errno = err;
-		return -1;
+	if (blocking) {
+		/* The kernel's own wait, paused at the hedge time: a connect
+		 * that is over by then (connected, refused, a signal the
+		 * program sees) is answered as an unhedged one. */
+		struct fd_slot *slot;
+
+		rc = rlb_connect_bounded(fd, sa, len, d, pol, true, NULL, false,
+					 false,
+					 rlb_monotonic_ms() + pol->hedge_ms);
+		err = errno;
+		if (rc == 0 || err != EINPROGRESS ||
+		    !(slot = rlb_pending_slot(fd)) ||
+		    !atomic_load_explicit(&slot->pending,
+					  memory_order_acquire)) {
+			errno = err;
+			return rc;
+		}
+		rlb_pending_load(slot, &t[0].p);
+	} else {
+		t[0].p.d = *d;
+		t[0].p.ino = rlb_pending_ino(fd);
+		t[0].p.start_ms = rlb_monotonic_ms();
+		t[0].p.timeout_ms = pol->timeout_ms;
+		rlb_conn_change(fd, &t[0].p, RLB_CHANGE_START, 0, -1);
+		rc = rlb_libc()->connect(fd, sa, len);
+		err = errno;
+		if (rc == 0 || err == EISCONN) {
+			rlb_pending_done(fd, &t[0].p);
+			rlb_conn_change(fd, &t[0].p, RLB_CHANGE_ESTABLISHED, 0,
+					-1);
+			errno = err;
+			return rc;
+		}
+		if (err != EINPROGRESS) {
+			rlb_pending_done(fd, &t[0].p);
+			rlb_conn_change(fd, &t[0].p, RLB_CHANGE_FAILED, err,
+					-1);
+			errno = err;
+			return -1;
+		}
 	}
 	end = pol->timeout_ms > 0 ? t[0].p.start_ms + pol->timeout_ms
 				  : INT64_MAX;
@@ -517,7 +550,10 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 				own_failed = true;
 				break;
 			}
-			h->err = so_error(h->fd);
+			h->err = at[k] == 0 ? own_outcome(fd, sa, len)
+					    : so_error(h->fd);
+			if (h->err == EINPROGRESS || h->err == EALREADY)
+				continue; /* not over after all */
 			if (h->err == 0) {
 				winner = (int)at[k];
 				break;

@@ -299,6 +299,13 @@ bool rlb_ledger_has(int fd);
 
 /* track_connect.c, for the hedge */
 
+/* One bounded attempt of fd to replica address d (design.md §5.3),
+ * paused at pause_at (monotonic ms; 0: never) for a hedge. */
+int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
+			const struct dest *d, const struct conn_policy *pol,
+			bool blocking, const struct pending_connect *prev,
+			bool moved, bool no_eintr, int64_t pause_at);
+
 /* Give up the attempt pending on fd (no packet for one in SYN_SENT). */
 void rlb_connect_abort(int fd);
 /* After an EINTR: whether the program waits for it (a handler without

@@ -31,12 +31,14 @@ clusters="
 
 # The main config: connect_failover for every cluster.
 write_config <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 $common
 connect_failover = true;
 clusters = ( $clusters );
 EOF
 # Per cluster: on.cluster fails over, off.cluster does not.
 cat >"$T/percluster.conf" <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 $common
 clusters = (
   { name = "on.cluster"; port = $HPORT; connect_failover = true;
@@ -47,6 +49,7 @@ clusters = (
 EOF
 # No connect_failover anywhere: the wrapper's --failover turns it on.
 cat >"$T/plain.conf" <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 $common
 clusters = ( $clusters );
 EOF

@@ -1,7 +1,7 @@
 #!/bin/bash
 # hedged.sh - hedged connects (design.md §5.10, issue 22). The first
 # replica is silent (a listener with a full accept queue: the kernel drops
-# the SYNs). With use_hedged_requests and the default 50 ms, a connect to
+# the SYNs). With the defaults (use_hedged_requests, 50 ms), a connect to
 # it races the next replica after 50 ms, and the program gets that one's
 # connection, on its own descriptor, with its options: a blocking python
 # client, a non-blocking asyncio client and curl each get an answer in
@@ -16,7 +16,6 @@ rlb_setup
 HPORT=$(free_port)
 write_config <<EOF
 load_balancing = "in_order";
-use_hedged_requests = true;
 distributed_replica_error_half_life = 600;
 connect_timeout_ms = 1000;
 state_dir = "$T/state";
@@ -28,7 +27,8 @@ clusters = (
   { name = "shared.cluster"; port = $HPORT;
     replicas = ( "127.0.0.2", "127.0.0.3" ); },
   { name = "off.cluster"; port = $HPORT; use_hedged_requests = false;
-    replicas = ( "127.0.0.2", "127.0.0.3" ); }
+    replicas = ( "127.0.0.2", "127.0.0.3" ); },
+  { name = "alone.cluster"; port = $HPORT; replicas = ( "127.0.0.2" ); }
 );
 EOF
 
@@ -131,5 +131,30 @@ out=$(preload timeout 10 "$PY" "$T/shared.py" off.cluster "$HPORT" no)
 ms=$(sed -n 's/.*ms=//p' <<<"$out")
 check_match "use_hedged_requests = false: not hedged" "^TimeoutError" "$out"
 check_ge "use_hedged_requests = false: the bound (ms)" 900 "${ms:-0}"
+
+# 4. Nothing to hedge to (one replica): a non-blocking connect is given
+# back after the hedge time, still under way, and bounded by the kernel.
+cat > "$T/alone.py" <<'EOF'
+import errno, select, socket, sys, time
+ai = socket.getaddrinfo(sys.argv[1], int(sys.argv[2]), socket.AF_INET,
+                        socket.SOCK_STREAM)[0]
+s = socket.socket(ai[0], ai[1], ai[2])
+s.setblocking(False)
+t0 = time.monotonic()
+rc = s.connect_ex(ai[4])
+ms = (time.monotonic() - t0) * 1000
+select.select([], [s], [], 10)
+err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+print("%s %d %s %d" % (errno.errorcode.get(rc, rc), ms, errno.errorcode.get(err, err),
+                       (time.monotonic() - t0) * 1000))
+EOF
+out=$(preload timeout 20 "$PY" "$T/alone.py" alone.cluster "$HPORT")
+read -r rc ms err total <<<"$out"
+check_eq "alone: connect() gives EINPROGRESS" EINPROGRESS "$rc"
+check_ge "alone: ... after the hedge time (ms)" 45 "${ms:-0}"
+check_le "alone: ... not later (ms)" 400 "${ms:-9999}"
+check_eq "alone: the attempt times out" ETIMEDOUT "$err"
+check_le "alone: bounded by the kernel (ms)" 6000 "${total:-99999}"
+check_eq "alone: one error" 1 "$(replica_stat alone.cluster 127.0.0.2 errors)"
 
 finish

@@ -16,6 +16,7 @@ PORT=$(free_port)
 BPORT=$(free_port)
 
 write_config <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 load_balancing = "in_order";
 distributed_replica_error_half_life = 3600;
 connect_timeout_ms = 200;

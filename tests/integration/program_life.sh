@@ -70,6 +70,7 @@ echo $! >"$T/reset.pid"
 wait_until 5 grep -q ready "$T/reset.out" || fail "reset server"
 
 write_config <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 load_balancing = "in_order";
 distributed_replica_error_half_life = 86400;
 distributed_replica_error_cap = 100000;

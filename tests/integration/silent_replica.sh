@@ -22,6 +22,7 @@ RPORT=$(free_port)	# redis replicas (the silent one on 127.0.0.2)
 CPORT=$(free_port)	# nothing listens: connects are refused
 
 write_config <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 load_balancing = "in_order";
 distributed_replica_error_half_life = 600;
 connect_timeout_ms = 1000;

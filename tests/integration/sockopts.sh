@@ -21,6 +21,7 @@ SOCKOPTS=$top_builddir/tests/helpers/sockopts
 [ -x "$SOCKOPTS" ] || fail "helper not built: $SOCKOPTS (make check builds it)"
 
 write_config <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 load_balancing = "in_order";
 distributed_replica_error_half_life = 600;
 connect_timeout_ms = 1000;
@@ -32,6 +33,7 @@ clusters = (
 );
 EOF
 cat >"$T/fo.conf" <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 load_balancing = "in_order";
 distributed_replica_error_half_life = 600;
 connect_timeout_ms = 1000;

@@ -20,6 +20,7 @@ ROUNDS=$((16 * ITERS + 3 * FORKS + 3 * EXEC_ROUNDS))
 config()	# POLICY FIRST SECOND
 {
 	cat <<EOF
+use_hedged_requests = false; # the bounded connect, unhedged (design.md §5.3); hedged*.sh test the hedge
 load_balancing = "$1";
 distributed_replica_error_half_life = 1000000;
 distributed_replica_error_cap = 1000000;
