@@ -241,7 +241,7 @@ void rlb_log_own_thread(void);
 		struct hostent *ret, char *buf, size_t len,                    \
 		struct hostent **result, int *h_errnop),                       \
 		(name, af, ret, buf, len, result, h_errnop))                   \
-	/* sockets (connect, getsockopt, close hooked) */                      \
+	/* sockets (connect, getsockopt, setsockopt, close hooked) */                      \
 	X(int, socket, (int domain, int type, int protocol),                   \
 		(domain, type, protocol))                                      \
 	X(int, connect, (int fd, const struct sockaddr *sa, socklen_t len),    \

@@ -78,6 +78,12 @@ static int syscall_getsockopt(int fd, int level, int name, void *val,
 	return (int)syscall(SYS_getsockopt, fd, level, name, val, len);
 }
 
+static int syscall_setsockopt(int fd, int level, int name, const void *val,
+			      socklen_t len)
+{
+	return (int)syscall(SYS_setsockopt, fd, level, name, val, len);
+}
+
 static int syscall_close(int fd)
 {
 	return (int)syscall(SYS_close, fd);
@@ -235,6 +241,7 @@ static void bind_table(void)
 	NEXT(socket, syscall_socket);
 	NEXT(connect, syscall_connect);
 	NEXT(getsockopt, syscall_getsockopt);
+	NEXT(setsockopt, syscall_setsockopt);
 	NEXT(close, syscall_close);
 	NEXT(dup, syscall_dup);
 	NEXT(dup2, syscall_dup2);
@@ -251,7 +258,6 @@ static void bind_table(void)
 	if (!next_fcntl)
 		next_fcntl = syscall_fcntl;
 	/* Not exported by us: libc's own, as a direct call would reach. */
-	t->setsockopt = setsockopt;
 	t->getsockname = getsockname;
 	t->bind = bind;
 	t->fcntl = libc_fcntl;

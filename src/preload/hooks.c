@@ -117,6 +117,14 @@ RLB_EXPORT int getsockopt(int fd, int level, int name, void *val,
 	return rlb_track_getsockopt(fd, level, name, val, len);
 }
 
+RLB_EXPORT int setsockopt(int fd, int level, int name, const void *val,
+			  socklen_t len)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->setsockopt(fd, level, name, val, len);
+	return rlb_track_setsockopt(fd, level, name, val, len);
+}
+
 RLB_EXPORT int close(int fd)
 {
 	if (!rlb_track_active())

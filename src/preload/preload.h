@@ -164,6 +164,10 @@ void rlb_track_after_fork_child(void);
  * (design.md §5).
  */
 int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
+/* setsockopt(): an option a hedge cannot copy is remembered (design.md
+ * §5.10). */
+int rlb_track_setsockopt(int fd, int level, int name, const void *val,
+			 socklen_t len);
 int rlb_track_getsockopt(int fd, int level, int name, void *val,
 			 socklen_t *len);
 int rlb_track_close(int fd);

@@ -209,11 +209,14 @@ bool rlb_connect_sees_eintr(void)
 int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct dest *d, const struct conn_policy *pol,
 			bool blocking, const struct pending_connect *prev,
-			bool moved, bool no_eintr, int64_t pause_at)
+			bool moved, bool no_eintr, int64_t pause_at,
+			enum rlb_tcp tcp)
 {
 	struct pending_connect p = {
 		.d = *d, .timeout_ms = pol->timeout_ms, .moved = moved};
-	bool bounded = pol->timeout_ms > 0 && is_tcp(fd);
+	bool bounded =
+		pol->timeout_ms > 0 &&
+		(tcp == RLB_TCP_YES || (tcp == RLB_TCP_ASK && is_tcp(fd)));
 	int rc, err;
 
 	if (prev) {
@@ -395,7 +398,7 @@ static int fail_over(int fd, const struct sockaddr *sa, socklen_t len,
 		sa = (struct sockaddr *)&next;
 		len = nlen;
 		rc = rlb_connect_bounded(fd, sa, len, &d, &pol, blocking, NULL,
-					 true, in_getsockopt, 0);
+					 true, in_getsockopt, 0, RLB_TCP_ASK);
 		if (so_error) {
 			if (rc == 0)
 				return 0;
@@ -468,6 +471,7 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	struct sockaddr_storage next;
 	struct conn_policy pol;
 	bool blocking, repeat;
+	enum rlb_tcp tcp;
 	struct fd_slot *s;
 	struct dest d;
 	int rc, flags, err;
@@ -500,14 +504,16 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
 	/* Hedged (design.md §5.10): a new attempt of a TCP socket, when the
 	 * hedge time comes before the bound. */
+	tcp = RLB_TCP_ASK;
 	if (!repeat && flags >= 0 && pol.hedge_ms > 0 &&
-	    (pol.timeout_ms == 0 || pol.hedge_ms < pol.timeout_ms) &&
-	    is_tcp(fd))
+	    (pol.timeout_ms == 0 || pol.hedge_ms < pol.timeout_ms))
+		tcp = is_tcp(fd) ? RLB_TCP_YES : RLB_TCP_NO;
+	if (tcp == RLB_TCP_YES)
 		rc = rlb_hedge_connect(fd, sa, len, &d, &pol, flags, owners, n);
 	else
 		rc = rlb_connect_bounded(fd, sa, len, &d, &pol, blocking,
-					 repeat ? &prev : NULL, false, false,
-					 0);
+					 repeat ? &prev : NULL, false, false, 0,
+					 tcp);
 	if (rc == 0 || !pol.failover)
 		return rc;
 	err = errno;

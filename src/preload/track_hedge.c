@@ -152,7 +152,8 @@ bool rlb_hedge_unbound(int fd, struct sockaddr_storage *local, socklen_t *len)
 bool rlb_hedge_allowed(int fd, uint64_t ino)
 {
 	int saved = errno;
-	bool ok = !has_value(fd, SOL_SOCKET, SO_GET_FILTER) &&
+	bool ok = !rlb_ledger_uncopyable(fd, ino) &&
+		  !has_value(fd, SOL_SOCKET, SO_GET_FILTER) &&
 		  !has_value(fd, IPPROTO_TCP, TCP_ULP) &&
 		  !referred_elsewhere(fd, ino);
 
@@ -185,7 +186,6 @@ static const struct copied_option {
 	{IPPROTO_TCP, TCP_KEEPINTVL, false},
 	{IPPROTO_TCP, TCP_KEEPCNT, false},
 	{IPPROTO_TCP, TCP_USER_TIMEOUT, false},
-	{IPPROTO_TCP, TCP_MAXSEG, false},
 	{IPPROTO_TCP, TCP_SYNCNT, false},
 	{IPPROTO_TCP, TCP_WINDOW_CLAMP, false},
 	{IPPROTO_TCP, TCP_CONGESTION, false},
@@ -202,6 +202,34 @@ static const struct copied_option {
 	/* After IP_TOS, which sets the priority too. */
 	{SOL_SOCKET, SO_PRIORITY, false},
 };
+
+/* Whether a hedge copies option (level, name), or need not (TCP_QUICKACK:
+ * a transient the kernel itself resets). */
+static bool copyable(int level, int name)
+{
+	if (level == IPPROTO_TCP && name == TCP_QUICKACK)
+		return true;
+	for (size_t k = 0; k < sizeof(copied) / sizeof(*copied); k++)
+		if (copied[k].level == level && copied[k].name == name)
+			return true;
+	return false;
+}
+
+int rlb_track_setsockopt(int fd, int level, int name, const void *val,
+			 socklen_t len)
+{
+	int rc = rlb_libc()->setsockopt(fd, level, name, val, len);
+	int saved = errno;
+
+	/* Anything else the program sets (TCP_MD5SIG, an option this
+	 * list does not know) keeps its socket from being hedged. */
+	if (rc == 0 && !copyable(level, name) &&
+	    !rlb_pending_in_vfork_child()) {
+		rlb_ledger_set_uncopyable(fd);
+		errno = saved;
+	}
+	return rc;
+}
 
 /* Copy option o from fd to s when it differs; false when it cannot be. */
 static bool copy_option(int fd, int s, const struct copied_option *o)
@@ -445,9 +473,9 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		 * program sees) is answered as an unhedged one. */
 		struct fd_slot *slot;
 
-		rc = rlb_connect_bounded(fd, sa, len, d, pol, true, NULL, false,
-					 false,
-					 rlb_monotonic_ms() + pol->hedge_ms);
+		rc = rlb_connect_bounded(
+			fd, sa, len, d, pol, true, NULL, false, false,
+			rlb_monotonic_ms() + pol->hedge_ms, RLB_TCP_YES);
 		err = errno;
 		if (rc == 0 || err != EINPROGRESS ||
 		    !(slot = rlb_pending_slot(fd)) ||

@@ -288,6 +288,10 @@ void rlb_conn_change(int fd, const struct pending_connect *p,
 		     enum rlb_conn_change ch, int err, int64_t age_ms);
 /* fd's row in the ledger, or NULL (no memory, or fd too large). */
 struct fd_slot *rlb_pending_slot(int fd);
+/* The program set an option on socket fd that a hedge cannot copy. */
+void rlb_ledger_set_uncopyable(int fd);
+/* Whether it did on socket fd of inode ino. */
+bool rlb_ledger_uncopyable(int fd, uint64_t ino);
 /* Map the ledger (at the first handout; lazily otherwise). */
 void rlb_ledger_setup(void);
 /* newfd is now a descriptor of what oldfd is (oldfd -1: of nothing). */
@@ -299,12 +303,15 @@ bool rlb_ledger_has(int fd);
 
 /* track_connect.c, for the hedge */
 
+/* Whether a socket is TCP: known, or to be asked (one getsockopt). */
+enum rlb_tcp { RLB_TCP_ASK, RLB_TCP_YES, RLB_TCP_NO };
 /* One bounded attempt of fd to replica address d (design.md §5.3),
  * paused at pause_at (monotonic ms; 0: never) for a hedge. */
 int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct dest *d, const struct conn_policy *pol,
 			bool blocking, const struct pending_connect *prev,
-			bool moved, bool no_eintr, int64_t pause_at);
+			bool moved, bool no_eintr, int64_t pause_at,
+			enum rlb_tcp tcp);
 
 /* Give up the attempt pending on fd (no packet for one in SYN_SENT). */
 void rlb_connect_abort(int fd);

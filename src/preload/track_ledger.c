@@ -38,6 +38,9 @@ _Static_assert(sizeof(struct fd_slot) == 64, "a ledger row is a cache line");
 struct ledger {
 	struct fd_slot rows[LEDGER_FDS];
 	struct ledger_desc descs[LEDGER_DESCS];
+	/* Per descriptor number, the inode of the socket on which the
+	 * program set an option a hedge cannot copy (0: none). */
+	_Atomic uint64_t uncopyable[LEDGER_FDS];
 };
 
 static struct ledger *_Atomic ledger;
@@ -262,6 +265,25 @@ struct fd_slot *rlb_pending_slot(int fd)
 	if (!l || fd < 0 || fd >= LEDGER_FDS)
 		return NULL;
 	return &l->rows[fd];
+}
+
+void rlb_ledger_set_uncopyable(int fd)
+{
+	struct ledger *l = ledger_get(false);
+	uint64_t ino;
+
+	if (l && fd >= 0 && fd < LEDGER_FDS && (ino = rlb_pending_ino(fd)))
+		atomic_store_explicit(&l->uncopyable[fd], ino,
+				      memory_order_relaxed);
+}
+
+bool rlb_ledger_uncopyable(int fd, uint64_t ino)
+{
+	struct ledger *l = ledger_get(false);
+
+	return l && fd >= 0 && fd < LEDGER_FDS &&
+	       atomic_load_explicit(&l->uncopyable[fd], memory_order_relaxed) ==
+		       ino;
 }
 
 void rlb_ledger_setup(void)

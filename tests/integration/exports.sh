@@ -27,7 +27,8 @@ gethostbyname2_r
 gethostbyname_r
 getsockopt
 recvmsg
-sendmsg"
+sendmsg
+setsockopt"
 
 # Version-node entries ("A" symbols) are allowed; everything else counts.
 nm -D --defined-only "$RLB_LIB" >"$T/nm.out" 2>"$T/nm.err"

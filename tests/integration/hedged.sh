@@ -8,8 +8,11 @@
 # well under the connect bound (1 s) where without hedging they wait for
 # it (1 s blocking, about 3 s non-blocking); getpeername names the
 # replica reached; the silent replica counts one slowdown and no error;
-# -d logs the hedge. A socket shared with another descriptor is never
-# hedged, nor is one with use_hedged_requests = false.
+# -d logs the hedge; an event loop stalls about the hedge time. A socket
+# shared with another descriptor, in an epoll set or with an option a
+# hedge cannot copy is never hedged, nor is one with use_hedged_requests
+# = false; with no other replica, a non-blocking connect is given back
+# after the hedge time.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
 
@@ -42,27 +45,50 @@ import socket, sys, time
 host, port = sys.argv[1], int(sys.argv[2])
 ai = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0]
 s = socket.socket(ai[0], ai[1], ai[2])
+import os, struct
+tv = struct.pack("ll", 7, 250000)
 opts = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
         (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
         (socket.SOL_SOCKET, socket.SO_RCVBUF, 65536),
+        (socket.SOL_SOCKET, socket.SO_SNDBUF, 32768),
         (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 77),
+        (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 9),
+        (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 4),
         (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 4321),
         (socket.IPPROTO_IP, socket.IP_TOS, 0x10),
-        (socket.SOL_SOCKET, socket.SO_PRIORITY, 3)]
+        (socket.IPPROTO_IP, socket.IP_TTL, 33),
+        (socket.SOL_SOCKET, socket.SO_PRIORITY, 3),
+        (socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv),
+        (socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3))]
 for lvl, name, v in opts:
     s.setsockopt(lvl, name, v)
-before = [s.getsockopt(l, n) for l, n, _ in opts]
+def read(l, n, v):
+    return s.getsockopt(l, n, 16) if isinstance(v, bytes) else s.getsockopt(l, n)
+# Inheritable: no FD_CLOEXEC, which the swap must keep.
+s.set_inheritable(True)
+before = [read(*o) for o in opts] + [s.get_inheritable()]
 fd = s.fileno()
 t0 = time.monotonic()
 s.connect(ai[4])
 ms = (time.monotonic() - t0) * 1000
-after = [s.getsockopt(l, n) for l, n, _ in opts]
+after = [read(*o) for o in opts] + [s.get_inheritable()]
+# A connection with the same options made directly to the replica
+# reached reads the same.
+r = socket.socket(ai[0], ai[1], ai[2])
+for lvl, name, v in opts:
+    r.setsockopt(lvl, name, v)
+r.set_inheritable(True)
+r.connect(s.getpeername())
+ref = [r.getsockopt(l, n, 16) if isinstance(v, bytes) else r.getsockopt(l, n)
+       for l, n, v in opts] + [r.get_inheritable()]
+r.close()
 s.sendall(b"GET / HTTP/1.0\r\n\r\n")
 body = s.recv(4096).decode(errors="replace")
 print("ms=%d" % ms)
 print("peer=%s" % s.getpeername()[0])
 print("samefd=%s" % (s.fileno() == fd))
-print("options=%s" % ("same" if before == after else "%s != %s" % (before, after)))
+print("options=%s" % ("same" if after == ref else "%s != %s" % (after, ref)))
+print("unconnected=%s" % ("same" if before == after else "differ"))
 print("blocking=%s" % s.getblocking())
 print("body=%s" % body.split("\r\n\r\n", 1)[-1].strip())
 EOF
@@ -71,14 +97,15 @@ ms=$(sed -n 's/^ms=//p' <<<"$out")
 check_le "blocking python: connected within the hedge, not the bound (ms)" 400 "${ms:-9999}"
 check_eq "blocking python: getpeername names the replica reached" "peer=127.0.0.3" "$(grep '^peer=' <<<"$out")"
 check_eq "blocking python: the same descriptor" "samefd=True" "$(grep '^samefd=' <<<"$out")"
-check_eq "blocking python: every option reads back the same" "options=same" "$(grep '^options=' <<<"$out")"
+check_eq "blocking python: every option reads as on a connection made without a hedge" "options=same" "$(grep '^options=' <<<"$out")"
+check_eq "blocking python: ... and as set" "unconnected=same" "$(grep '^unconnected=' <<<"$out")"
 check_eq "blocking python: still a blocking socket" "blocking=True" "$(grep '^blocking=' <<<"$out")"
 check_eq "blocking python: served by the hedge's replica" "body=replica=r3" "$(grep '^body=' <<<"$out")"
 check_match "-d logs the hedge" "connect to 127.0.0.2:$HPORT: no answer in 50 ms: hedging to 127.0.0.3:$HPORT" "$(cat "$T/block.err")"
 check_match "-d logs the winner" "hedged connect: 127.0.0.3:$HPORT won" "$(cat "$T/block.err")"
 check_eq "the silent replica: one slowdown" 1 "$(replica_stat hedge.cluster 127.0.0.2 slowdowns)"
 check_eq "the silent replica: no error" 0 "$(replica_stat hedge.cluster 127.0.0.2 errors)"
-check_eq "the replica reached: one connect" 1 "$(replica_stat hedge.cluster 127.0.0.3 connects)"
+check_eq "the replica reached: two connects (the hedge's, the reference's)" 2 "$(replica_stat hedge.cluster 127.0.0.3 connects)"
 check_eq "nothing left in flight" 0 "$(replica_stat hedge.cluster 127.0.0.2 in_flight)"
 
 # 2. asyncio (non-blocking) and curl, on a cluster not seen yet.
@@ -104,15 +131,48 @@ check_le "curl: connected within the hedge (ms)" 500 "$(awk -v t="${t:-9}" 'BEGI
 check_eq "curl: the silent replica has a slowdown, no error" "1 0" \
 	"$(replica_stat hedge2.cluster 127.0.0.2 slowdowns) $(replica_stat hedge2.cluster 127.0.0.2 errors)"
 
+# 2b. The stall an event loop sees: a 5 ms timer's worst lateness while
+# asyncio connects to a cluster whose first replica is silent (hedged
+# inside connect(): about the hedge time, design.md §5.10).
+cat > "$T/stall.py" <<'EOF'
+import asyncio, sys, time
+async def main():
+    late = 0.0
+    done = False
+    async def tick():
+        nonlocal late
+        while not done:
+            t = time.monotonic()
+            await asyncio.sleep(0.005)
+            late = max(late, time.monotonic() - t - 0.005)
+    ticker = asyncio.ensure_future(tick())
+    await asyncio.sleep(0.05)
+    r, w = await asyncio.open_connection(sys.argv[1], int(sys.argv[2]))
+    w.close()
+    done = True
+    await ticker
+    print("late=%d" % (late * 1000))
+asyncio.run(main())
+EOF
+rlbctl reset hedge2.cluster >/dev/null
+late=$(preload timeout 10 "$PY" "$T/stall.py" hedge2.cluster "$HPORT" | sed -n 's/^late=//p')
+echo "# asyncio timer lateness while one connect is hedged: ${late:-?} ms"
+check_ge "event loop stall: the connect waited inside connect() (ms)" 40 "${late:-0}"
+check_le "event loop stall: at most about a hedge time (ms)" 150 "${late:-9999}"
+
 # 3. Never hedged: a socket with another descriptor, hedging off. Both
 # wait for the bound (about 1 s) and count an error.
 cat > "$T/shared.py" <<'EOF'
 import os, socket, sys, time
-host, port, dup = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "dup"
+host, port, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 ai = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0]
 s = socket.socket(ai[0], ai[1], ai[2])
-if dup:
+if how == "dup":
     other = os.dup(s.fileno())
+if how == "odd":  # options the hedge does not copy
+    s.setsockopt(socket.IPPROTO_IP, 11, 1)  # IP_RECVERR
+if how == "mss":
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1200)
 t0 = time.monotonic()
 try:
     s.connect(ai[4])
@@ -127,10 +187,33 @@ check_match "a socket with another descriptor is not hedged" "^TimeoutError" "$o
 check_ge "it waits for the bound (ms)" 900 "${ms:-0}"
 check_eq "its replica counts an error, no slowdown" "1 0" \
 	"$(replica_stat shared.cluster 127.0.0.2 errors) $(replica_stat shared.cluster 127.0.0.2 slowdowns)"
+rlbctl reset shared.cluster >/dev/null
+out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" odd)
+check_match "a socket with an option a hedge cannot copy is not hedged" "^TimeoutError" "$out"
+rlbctl reset shared.cluster >/dev/null
+out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" mss)
+check_match "nor one with TCP_MAXSEG set" "^TimeoutError" "$out"
 out=$(preload timeout 10 "$PY" "$T/shared.py" off.cluster "$HPORT" no)
 ms=$(sed -n 's/.*ms=//p' <<<"$out")
 check_match "use_hedged_requests = false: not hedged" "^TimeoutError" "$out"
 check_ge "use_hedged_requests = false: the bound (ms)" 900 "${ms:-0}"
+
+# 3b. Nor one in an epoll set: given back after the hedge time, unhedged.
+cat > "$T/epoll.py" <<'EOF'
+import errno, select, socket, sys, time
+ai = socket.getaddrinfo(sys.argv[1], int(sys.argv[2]), socket.AF_INET,
+                        socket.SOCK_STREAM)[0]
+s = socket.socket(ai[0], ai[1], ai[2])
+s.setblocking(False)
+ep = select.epoll()
+ep.register(s.fileno(), select.EPOLLOUT)
+t0 = time.monotonic()
+rc = s.connect_ex(ai[4])
+print("%s %s" % (errno.errorcode.get(rc, rc), s.getpeername()[0] if rc == 0 else "-"))
+EOF
+rlbctl reset hedge2.cluster >/dev/null
+out=$(preload timeout 10 "$PY" "$T/epoll.py" hedge2.cluster "$HPORT")
+check_eq "a socket in an epoll set is not hedged" "EINPROGRESS -" "$out"
 
 # 4. Nothing to hedge to (one replica): a non-blocking connect is given
 # back after the hedge time, still under way, and bounded by the kernel.
