@@ -117,6 +117,13 @@ RLB_EXPORT int getsockopt(int fd, int level, int name, void *val,
 	return rlb_track_getsockopt(fd, level, name, val, len);
 }
 
+RLB_EXPORT int socket(int domain, int type, int protocol)
+{
+	if (!rlb_track_active())
+		return rlb_libc()->socket(domain, type, protocol);
+	return rlb_track_socket(domain, type, protocol);
+}
+
 RLB_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			  socklen_t len)
 {

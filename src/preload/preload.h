@@ -164,6 +164,9 @@ void rlb_track_after_fork_child(void);
  * (design.md §5).
  */
 int rlb_track_connect(int fd, const struct sockaddr *sa, socklen_t len);
+/* socket(): when it was made, against a fork's copies (design.md
+ * §5.10). Keeps errno. */
+int rlb_track_socket(int domain, int type, int protocol);
 /* setsockopt(): an option a hedge cannot copy is remembered (design.md
  * §5.10). */
 int rlb_track_setsockopt(int fd, int level, int name, const void *val,

@@ -153,6 +153,7 @@ bool rlb_hedge_allowed(int fd, uint64_t ino)
 {
 	int saved = errno;
 	bool ok = !rlb_ledger_uncopyable(fd, ino) &&
+		  !rlb_ledger_maybe_forked(fd) &&
 		  !has_value(fd, SOL_SOCKET, SO_GET_FILTER) &&
 		  !has_value(fd, IPPROTO_TCP, TCP_ULP) &&
 		  !referred_elsewhere(fd, ino);
@@ -213,6 +214,17 @@ static bool copyable(int level, int name)
 		if (copied[k].level == level && copied[k].name == name)
 			return true;
 	return false;
+}
+
+int rlb_track_socket(int domain, int type, int protocol)
+{
+	int fd = rlb_libc()->socket(domain, type, protocol);
+
+	/* Made since the latest fork: a hedge may replace it. (A vfork()
+	 * child's note is for a number free in the parent: harmless.) */
+	if (fd >= 0)
+		rlb_ledger_born(fd);
+	return fd;
 }
 
 int rlb_track_setsockopt(int fd, int level, int name, const void *val,

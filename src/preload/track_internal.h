@@ -292,6 +292,11 @@ struct fd_slot *rlb_pending_slot(int fd);
 void rlb_ledger_set_uncopyable(int fd);
 /* Whether it did on socket fd of inode ino. */
 bool rlb_ledger_uncopyable(int fd, uint64_t ino);
+/* socket() made fd. */
+void rlb_ledger_born(int fd);
+/* Whether a fork() may have given another process what fd is: one has
+ * happened since fd was made, or fd's making was not seen. */
+bool rlb_ledger_maybe_forked(int fd);
 /* Map the ledger (at the first handout; lazily otherwise). */
 void rlb_ledger_setup(void);
 /* newfd is now a descriptor of what oldfd is (oldfd -1: of nothing). */

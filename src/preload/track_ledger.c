@@ -39,9 +39,16 @@ struct ledger {
 	struct fd_slot rows[LEDGER_FDS];
 	struct ledger_desc descs[LEDGER_DESCS];
 	/* Per descriptor number, the inode of the socket on which the
-	 * program set an option a hedge cannot copy (0: none). */
+	 * program set an option a hedge cannot copy, or that it sent to
+	 * another process (0: none). */
 	_Atomic uint64_t uncopyable[LEDGER_FDS];
+	/* Per descriptor number, fork_gen + 1 when socket() made it since
+	 * the latest fork (or dup copied one that was); else 0. */
+	_Atomic uint32_t born[LEDGER_FDS];
 };
+
+/* Forks this process has been through, as parent or child. */
+static _Atomic uint32_t fork_gen;
 
 static struct ledger *_Atomic ledger;
 /* Descriptions claimed; while 0, a close() looks at nothing. */
@@ -286,6 +293,43 @@ bool rlb_ledger_uncopyable(int fd, uint64_t ino)
 		       ino;
 }
 
+void rlb_ledger_born(int fd)
+{
+	struct ledger *l = ledger_get(false);
+
+	if (l && fd >= 0 && fd < LEDGER_FDS)
+		atomic_store_explicit(&l->born[fd], atomic_load(&fork_gen) + 1,
+				      memory_order_relaxed);
+}
+
+/* newfd is a copy of oldfd (-1: of something unknown). */
+static void born_copy(int oldfd, int newfd)
+{
+	struct ledger *l = ledger_get(false);
+
+	if (!l || newfd < 0 || newfd >= LEDGER_FDS || oldfd == newfd)
+		return;
+	atomic_store_explicit(
+		&l->born[newfd],
+		oldfd >= 0 && oldfd < LEDGER_FDS
+			? atomic_load_explicit(&l->born[oldfd],
+					       memory_order_relaxed)
+			: 0,
+		memory_order_relaxed);
+}
+
+bool rlb_ledger_maybe_forked(int fd)
+{
+	struct ledger *l = ledger_get(false);
+	uint32_t gen = atomic_load(&fork_gen);
+
+	if (gen == 0)
+		return false;
+	return !l || fd < 0 || fd >= LEDGER_FDS ||
+	       atomic_load_explicit(&l->born[fd], memory_order_relaxed) !=
+		       gen + 1;
+}
+
 void rlb_ledger_setup(void)
 {
 	if (!ledger_get(true))
@@ -344,6 +388,7 @@ static void received_one(int fd)
 	uint32_t idx, prev;
 	size_t n;
 
+	born_copy(-1, fd); /* another process's, maybe since a fork */
 	if (fd < 0 || fd >= LEDGER_FDS || !o || !o->receive ||
 	    !(ino = rlb_pending_ino(fd)) || !(n = o->receive(ino, owners)) ||
 	    !(l = ledger_get(true)) || !(idx = desc_claim(l, ino)))
@@ -364,11 +409,13 @@ ssize_t rlb_track_sendmsg(int fd, const struct msghdr *msg, int flags)
 	/* After the send: the kernel has read msg, so it can be read. A
 	 * receiver quicker than this keeps its own hold, and the one in
 	 * transit is given up later (design.md §11.8). */
-	if (rc >= 0 && msg &&
-	    atomic_load_explicit(&rlb_ledger_count, memory_order_relaxed) &&
-	    msg->msg_controllen >= CMSG_LEN(sizeof(int)) &&
-	    !rlb_pending_in_vfork_child()) {
-		each_passed_fd(msg, sent_one);
+	if (rc >= 0 && msg && msg->msg_controllen >= CMSG_LEN(sizeof(int)) &&
+	    ledger_get(false) && !rlb_pending_in_vfork_child()) {
+		/* Another process holds it too now: never hedged. */
+		each_passed_fd(msg, rlb_ledger_set_uncopyable);
+		if (atomic_load_explicit(&rlb_ledger_count,
+					 memory_order_relaxed))
+			each_passed_fd(msg, sent_one);
 		errno = saved;
 	}
 	return rc;
@@ -424,6 +471,9 @@ void rlb_track_ledger_fork(int step)
 						 RLB_CONN_CHILD};
 	struct ledger *l = ledger_get(false);
 
+	/* After the fork, both hold every descriptor open before it. */
+	if (step == 1 || step == 2)
+		atomic_fetch_add(&fork_gen, 1);
 	if (!l || !atomic_load(&rlb_ledger_count) || step < 0 || step > 2)
 		return;
 	for (size_t i = 0; i < LEDGER_DESCS; i++) {
@@ -476,8 +526,10 @@ int rlb_track_dup(int fd)
 {
 	int rc = rlb_libc()->dup(fd), saved = errno;
 
-	if (rc >= 0 && rlb_ledger_has(fd) && !rlb_pending_in_vfork_child()) {
-		rlb_ledger_dup(fd, rc);
+	if (rc >= 0 && !rlb_pending_in_vfork_child()) {
+		born_copy(fd, rc);
+		if (rlb_ledger_has(fd))
+			rlb_ledger_dup(fd, rc);
 		errno = saved;
 	}
 	return rc;
@@ -489,9 +541,10 @@ int rlb_track_dup3(int fd, int newfd, int flags, bool two)
 		     : rlb_libc()->dup3(fd, newfd, flags);
 	int saved = errno;
 
-	if (rc >= 0 && (rlb_ledger_has(fd) || rlb_ledger_has(rc)) &&
-	    !rlb_pending_in_vfork_child()) {
-		rlb_ledger_dup(fd, rc);
+	if (rc >= 0 && !rlb_pending_in_vfork_child()) {
+		born_copy(fd, rc);
+		if (rlb_ledger_has(fd) || rlb_ledger_has(rc))
+			rlb_ledger_dup(fd, rc);
 		errno = saved;
 	}
 	return rc;
@@ -503,8 +556,10 @@ int rlb_track_fcntl(int fd, int cmd, long arg)
 	int saved = errno;
 
 	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
-	    rlb_ledger_has(fd) && !rlb_pending_in_vfork_child()) {
-		rlb_ledger_dup(fd, rc);
+	    !rlb_pending_in_vfork_child()) {
+		born_copy(fd, rc);
+		if (rlb_ledger_has(fd))
+			rlb_ledger_dup(fd, rc);
 		errno = saved;
 	}
 	return rc;
