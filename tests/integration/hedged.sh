@@ -166,7 +166,24 @@ cat > "$T/shared.py" <<'EOF'
 import os, socket, sys, time
 host, port, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 ai = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0]
+if how == "sent":
+    a, b = socket.socketpair()
+    if os.fork() == 0:
+        a.close()
+        got = socket.recv_fds(b, 1, 1)
+        time.sleep(3)
+        os._exit(0)
+    b.close()
+elif how == "after":  # made after a fork, never shared: hedged
+    if os.fork() == 0:
+        os._exit(0)
+    os.wait()
 s = socket.socket(ai[0], ai[1], ai[2])
+if how == "sent":
+    socket.send_fds(a, [b"x"], [s.fileno()])
+if how == "fork" and os.fork() == 0:
+    time.sleep(3)
+    os._exit(0)
 if how == "dup":
     other = os.dup(s.fileno())
 if how == "odd":  # options the hedge does not copy
@@ -190,45 +207,13 @@ check_eq "its replica counts an error, no slowdown" "1 0" \
 # A socket a fork() child holds too, or one sent to another process
 # (SCM_RIGHTS) before its connect: the other process would keep the old
 # socket. Both wait for the bound.
-cat > "$T/fork.py" <<'EOF'
-import os, socket, sys, time
-host, port, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-ai = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0]
-if how == "fork":
-    s = socket.socket(ai[0], ai[1], ai[2])
-    if os.fork() == 0:
-        time.sleep(3)
-        os._exit(0)
-elif how == "sent":
-    a, b = socket.socketpair()
-    if os.fork() == 0:
-        a.close()
-        got = socket.recv_fds(b, 1, 1)
-        time.sleep(3)
-        os._exit(0)
-    b.close()
-    s = socket.socket(ai[0], ai[1], ai[2])  # made after the fork
-    socket.send_fds(a, [b"x"], [s.fileno()])
-else:  # made after a fork, never shared: hedged
-    if os.fork() == 0:
-        os._exit(0)
-    os.wait()
-    s = socket.socket(ai[0], ai[1], ai[2])
-t0 = time.monotonic()
-try:
-    s.connect(ai[4])
-    r = "connected"
-except OSError as e:
-    r = e.__class__.__name__
-print("%s ms=%d" % (r, (time.monotonic() - t0) * 1000))
-EOF
 for how in fork sent; do
 	rlbctl reset shared.cluster >/dev/null
-	out=$(preload timeout 10 "$PY" "$T/fork.py" shared.cluster "$HPORT" $how)
+	out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" $how)
 	check_match "a socket $how to another process before its connect is not hedged" "^TimeoutError" "$out"
 done
 rlbctl reset shared.cluster >/dev/null
-out=$(preload timeout 10 "$PY" "$T/fork.py" shared.cluster "$HPORT" after)
+out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" after)
 check_match "a socket made after a fork, not shared, is hedged" "^connected ms=" "$out"
 check_le "... within the hedge (ms)" 400 "$(sed -n 's/.*ms=//p' <<<"$out")"
 
