@@ -97,13 +97,17 @@ struct rlb_cluster_view {
 	 * fast_v4[i] is RLB_FAST_V4 | port << 32 | address (both in network
 	 * order; port 0: the caller's) for a replica whose one literal is
 	 * IPv4, else 0; all_literal: every replica answers from its
-	 * literals alone (none v4-mapped). track_stamps[i]: connect
-	 * tracking's record of replica i's latest handout (track_addrs.c).
+	 * literals alone (none v4-mapped). track_stamps[i] and
+	 * track_hints[i]: connect tracking's record of replica i's latest
+	 * handout, and where its latest handed-out address is kept
+	 * (track_addrs.c; checked before every use, so a stale one only
+	 * costs the full look).
 	 */
 	uint64_t *fast_v4;
 	bool all_literal;
 	bool one_priority; /* every replica has the same config priority */
 	_Atomic uint64_t *track_stamps;
+	void *_Atomic *track_hints;
 };
 
 /*

@@ -30,6 +30,7 @@ void rlb_view_free(struct rlb_cluster_view *v)
 	free(v->class_ends);
 	free(v->fast_v4);
 	free((void *)v->track_stamps);
+	free((void *)v->track_hints);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -40,7 +41,8 @@ static int prepare_fast(struct rlb_cluster_view *v, const struct rlb_cluster *c)
 
 	v->fast_v4 = calloc(n, sizeof(*v->fast_v4));
 	v->track_stamps = calloc(n, sizeof(*v->track_stamps));
-	if (!v->fast_v4 || !v->track_stamps)
+	v->track_hints = calloc(n, sizeof(*v->track_hints));
+	if (!v->fast_v4 || !v->track_stamps || !v->track_hints)
 		return -ENOMEM;
 	v->all_literal = c->nreplicas > 0;
 	v->one_priority = true;

@@ -77,8 +77,6 @@ int rlb_replica_copy(struct rlb_replica *dst, const struct rlb_replica *src)
 	bool ok = true;
 
 	*dst = *src;
-	/* A new replica: tracking knows nothing of it yet. */
-	dst->track_hint = NULL;
 	dst->host = dup_or_null(src->host, &ok);
 	dst->literal = dup_array(src->literal, src->nliteral,
 				 sizeof(*src->literal), &ok);

@@ -123,10 +123,6 @@ struct rlb_replica {
 	int line;	   /* config line, for messages */
 	enum rlb_replica_source source;
 	uint16_t weight; /* SRV weight (RFC 2782), else 0 */
-	/* Connect tracking's hint: where this replica's latest handed-out
-	 * address is kept (track_addrs.c); checked before every use, so a
-	 * stale or copied one only costs the full look. */
-	void *_Atomic track_hint;
 };
 
 struct rlb_health;

@@ -418,6 +418,7 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 	uint32_t epoch;
 	bool fresh, ours, hinted;
 	_Atomic uint64_t *stamps = c->view ? c->view->track_stamps : NULL;
+	void *_Atomic *hints;
 	int32_t hedge_ms = !c->s.use_hedged_requests ? 0
 			   : c->s.hedged_connection_timeout_ms > INT32_MAX
 				   ? INT32_MAX
@@ -438,8 +439,9 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 	 * the same name again (the common case) then costs no probe.
 	 */
 	fresh = false;
-	hint = atomic_load_explicit(&c->replicas[i].track_hint,
-				    memory_order_relaxed);
+	hints = c->view ? c->view->track_hints : NULL;
+	hint = hints ? atomic_load_explicit(&hints[i], memory_order_relaxed)
+		     : NULL;
 	ours = hint && hint >= t->slots && hint < t->slots + ADDR_SLOTS &&
 	       atomic_load_explicit(&hint->state, memory_order_acquire) ==
 		       SLOT_READY &&
@@ -454,11 +456,9 @@ handout(const struct rlb_cluster *c, size_t i, const struct dest *d,
 		/* A replica with several addresses keeps the hint of its
 		 * first: threads never take turns writing it. */
 		hinted = s && !ours;
-		if (hinted)
-			atomic_store_explicit(
-				&((struct rlb_replica *)c->replicas)[i]
-					 .track_hint,
-				s, memory_order_relaxed);
+		if (hinted && hints)
+			atomic_store_explicit(&hints[i], s,
+					      memory_order_relaxed);
 	}
 	if (!s) {
 		rlb_log(RLB_LOG_DEBUG, "address table full: not tracking");

@@ -83,7 +83,13 @@ ref = [r.getsockopt(l, n, 16) if isinstance(v, bytes) else r.getsockopt(l, n)
        for l, n, v in opts] + [r.get_inheritable()]
 r.close()
 s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-body = s.recv(4096).decode(errors="replace")
+data = b""
+while True:  # HTTP/1.0: the answer ends with the connection
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+body = data.decode(errors="replace")
 print("ms=%d" % ms)
 print("peer=%s" % s.getpeername()[0])
 print("samefd=%s" % (s.fileno() == fd))
@@ -190,6 +196,13 @@ if how == "odd":  # options the hedge does not copy
     s.setsockopt(socket.IPPROTO_IP, 11, 1)  # IP_RECVERR
 if how == "mss":
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1200)
+if how == "bound":  # a local port of its own
+    s.bind(("0.0.0.0", 0))
+if how == "bpf":  # a classic BPF filter: one instruction, accept all
+    import ctypes, struct
+    insn = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0xffffffff))
+    prog = struct.pack("HL", 1, ctypes.addressof(insn))
+    s.setsockopt(socket.SOL_SOCKET, 26, prog)  # SO_ATTACH_FILTER
 t0 = time.monotonic()
 try:
     s.connect(ai[4])
@@ -223,6 +236,11 @@ check_match "a socket with an option a hedge cannot copy is not hedged" "^Timeou
 rlbctl reset shared.cluster >/dev/null
 out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" mss)
 check_match "nor one with TCP_MAXSEG set" "^TimeoutError" "$out"
+for how in bound bpf; do
+	rlbctl reset shared.cluster >/dev/null
+	out=$(preload timeout 10 "$PY" "$T/shared.py" shared.cluster "$HPORT" $how)
+	check_match "nor one $how (a port / a BPF filter)" "^TimeoutError" "$out"
+done
 out=$(preload timeout 10 "$PY" "$T/shared.py" off.cluster "$HPORT" no)
 ms=$(sed -n 's/.*ms=//p' <<<"$out")
 check_match "use_hedged_requests = false: not hedged" "^TimeoutError" "$out"

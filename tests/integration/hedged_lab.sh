@@ -65,6 +65,7 @@ check_eq "healthy: exactly one SYN, no extra" "1 0 0" \
 lat_mode "$A" silent
 reset_all
 out=$(one)
+echo "# silent first replica, first connection: $(ms_of "$out") ms"
 check_match "silent first: the second replica's connection" "^ok [0-9]+ $B\$" "$out"
 check_le "silent first: answered in about the hedge time (ms)" 150 "$(ms_of "$out")"
 check_eq "silent first: exactly one extra SYN (the hedge's)" "1 1 0" \
@@ -84,6 +85,7 @@ reset_all
 acc0=$(lat_accepts ra)
 tw0=$(lat_timewait "$A") # the healthy case's own closed connection
 out=$(one)
+echo "# the 200 ms replica, first connection: $(ms_of "$out") ms"
 check_match "slow first: the second replica's connection" "^ok [0-9]+ $B\$" "$out"
 check_le "slow first: the first connection in about the hedge time (ms)" 120 "$(ms_of "$out")"
 sleep 0.5 # the held SYN reaches the slow replica, its SYN-ACK comes back
@@ -93,6 +95,7 @@ check_eq "the slow loser: no TIME_WAIT" "$tw0" "$(lat_timewait "$A")"
 check_eq "slow first: one slowdown on it" 1 "$(replica_stat lab.cluster "$A" slowdowns)"
 lat_reset_counts "$A"
 out=$(one)
+echo "# the 200 ms replica demoted, next connection: $(ms_of "$out") ms"
 check_match "demoted: the next connection goes elsewhere" "^ok [0-9]+ $B\$" "$out"
 check_le "demoted: fast (ms)" 30 "$(ms_of "$out")"
 check_eq "demoted: no SYN to the slow replica" 0 "$(lat_syns "$A")"

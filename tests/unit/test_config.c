@@ -859,6 +859,49 @@ static void test_config_least_request_bad_values(void **state)
 		NULL);
 }
 
+/*
+ * Hedged connects' keys (design.md §5.10): defaults true and 50 ms, at
+ * the top level and per cluster; a hedge time below 1 ms, or a value of
+ * the wrong type, is an error at its line.
+ */
+static void test_config_hedge_keys(void **state)
+{
+	struct rlb_config *cfg = parse_ok(
+		"clusters = (\n"
+		"  { name = \"a\"; replicas = ( \"x\" ); },\n"
+		"  { name = \"b\"; replicas = ( \"x\" );\n"
+		"    use_hedged_requests = false;\n"
+		"    hedged_connection_timeout_ms = 120; } );\n");
+	const struct rlb_cluster *a = rlb_config_find(cfg, "a");
+	const struct rlb_cluster *b = rlb_config_find(cfg, "b");
+
+	assert_true(cfg->defaults.use_hedged_requests);
+	assert_int_equal(cfg->defaults.hedged_connection_timeout_ms, 50);
+	assert_true(a->s.use_hedged_requests);
+	assert_int_equal(a->s.hedged_connection_timeout_ms, 50);
+	assert_false(b->s.use_hedged_requests);
+	assert_int_equal(b->s.hedged_connection_timeout_ms, 120);
+	rlb_config_free(cfg);
+
+	cfg = parse_ok("use_hedged_requests = false;\n"
+		       "hedged_connection_timeout_ms = 7;\n"
+		       "clusters = ( { name = \"a\"; replicas = ( \"x\" ); } "
+		       ");\n");
+	a = rlb_config_find(cfg, "a");
+	assert_false(a->s.use_hedged_requests);
+	assert_int_equal(a->s.hedged_connection_timeout_ms, 7);
+	rlb_config_free(cfg);
+
+	expect_errors("hedged_connection_timeout_ms = 0;\n"
+		      "clusters = ( { name = \"c\"; replicas = ( \"a\" );\n"
+		      "  use_hedged_requests = 1; } );\n",
+		      "t.conf:1: hedged_connection_timeout_ms 0 below the "
+		      "minimum 1",
+		      "t.conf:3: use_hedged_requests must be true or false",
+		      NULL);
+	(void)state;
+}
+
 static void test_config_zero_values_allowed(void **state)
 {
 	struct rlb_config *cfg = parse_ok(
@@ -2375,6 +2418,7 @@ int main(void)
 		cmocka_unit_test(test_config_negative_numbers),
 		cmocka_unit_test(test_config_least_request_keys),
 		cmocka_unit_test(test_config_least_request_bad_values),
+		cmocka_unit_test(test_config_hedge_keys),
 		cmocka_unit_test(test_config_zero_values_allowed),
 		cmocka_unit_test(test_config_port_range),
 		cmocka_unit_test(test_config_colons_must_be_ipv6),
