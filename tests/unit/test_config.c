@@ -866,12 +866,12 @@ static void test_config_least_request_bad_values(void **state)
  */
 static void test_config_hedge_keys(void **state)
 {
-	struct rlb_config *cfg = parse_ok(
-		"clusters = (\n"
-		"  { name = \"a\"; replicas = ( \"x\" ); },\n"
-		"  { name = \"b\"; replicas = ( \"x\" );\n"
-		"    use_hedged_requests = false;\n"
-		"    hedged_connection_timeout_ms = 120; } );\n");
+	struct rlb_config *cfg =
+		parse_ok("clusters = (\n"
+			 "  { name = \"a\"; replicas = ( \"x\" ); },\n"
+			 "  { name = \"b\"; replicas = ( \"x\" );\n"
+			 "    use_hedged_requests = false;\n"
+			 "    hedged_connection_timeout_ms = 120; } );\n");
 	const struct rlb_cluster *a = rlb_config_find(cfg, "a");
 	const struct rlb_cluster *b = rlb_config_find(cfg, "b");
 
