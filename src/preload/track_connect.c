@@ -500,15 +500,18 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 	rlb_pending_match_dropped(owners, n);
 	if (!repeat && pol.failover && pol.stale)
 		skip_stale(&sa, &len, &next, &d, owners, &n, &pol);
-	flags = rlb_libc()->fcntl(fd, F_GETFL, 0);
+	/* Only a TCP connect is bounded or hedged, and only its blocking
+	 * mode matters (a datagram connect never waits): one question each. */
+	tcp = RLB_TCP_ASK;
+	if (pol.timeout_ms > 0 || pol.hedge_ms > 0)
+		tcp = is_tcp(fd) ? RLB_TCP_YES : RLB_TCP_NO;
+	flags = tcp == RLB_TCP_NO ? O_NONBLOCK
+				  : rlb_libc()->fcntl(fd, F_GETFL, 0);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
 	/* Hedged (design.md §5.10): a new attempt of a TCP socket, when the
 	 * hedge time comes before the bound. */
-	tcp = RLB_TCP_ASK;
-	if (!repeat && flags >= 0 && pol.hedge_ms > 0 &&
+	if (tcp == RLB_TCP_YES && !repeat && flags >= 0 && pol.hedge_ms > 0 &&
 	    (pol.timeout_ms == 0 || pol.hedge_ms < pol.timeout_ms))
-		tcp = is_tcp(fd) ? RLB_TCP_YES : RLB_TCP_NO;
-	if (tcp == RLB_TCP_YES)
 		rc = rlb_hedge_connect(fd, sa, len, &d, &pol, flags, owners, n);
 	else
 		rc = rlb_connect_bounded(fd, sa, len, &d, &pol, blocking,
