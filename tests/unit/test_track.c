@@ -31,8 +31,11 @@ static int port_closed, port_full, port_ok, port_other;
 static int listen_full = -1, listen_ok = -1;
 static int bound_closed = -1, bound_other = -1;
 static int fillers[4] = {-1, -1, -1, -1};
+/* h.cluster, hedged: its own silent and good listeners. */
+static int hport_full, hport_ok, hlisten_full = -1, hlisten_ok = -1;
+static int hfillers[4] = {-1, -1, -1, -1};
 static struct rlb_snapshot *snap;
-static struct rlb_cluster *cluster;
+static struct rlb_cluster *cluster, *hcluster;
 
 enum { R_REFUSER, R_BLACKHOLE, R_GOOD };
 
@@ -61,23 +64,28 @@ static struct sockaddr_in loopback(int port)
 
 /* A listener whose accept queue is full: further SYNs are dropped, so
  * a connect to it stays pending. */
-static int fill_backlog(void)
+static int fill_backlog_of(int port, int *fill)
 {
-	struct sockaddr_in sin = loopback(port_full);
+	struct sockaddr_in sin = loopback(port);
 
 	for (int i = 0; i < 4; i++) {
-		fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		if (fillers[i] < 0)
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (fill[i] < 0)
 			return -1;
-		connect(fillers[i], (void *)&sin, sizeof(sin));
+		connect(fill[i], (void *)&sin, sizeof(sin));
 	}
 	usleep(50000);
 	return 0;
 }
 
+static int fill_backlog(void)
+{
+	return fill_backlog_of(port_full, fillers);
+}
+
 static int setup(void **state)
 {
-	char path[256], text[1024];
+	char path[256], text[2048];
 	FILE *f;
 
 	if (!mkdtemp(tmpdir))
@@ -93,21 +101,36 @@ static int setup(void **state)
 	if (listen_full < 0 || listen_ok < 0 || listen(listen_full, 0) ||
 	    listen(listen_ok, 16) || fill_backlog())
 		return -1;
-	snprintf(text, sizeof(text),
-		 "connect_timeout_ms = %d;\n"
-		 /* The bounded engine, unhedged (design.md §5.3, §11);
-		  * hedged connects: tests/integration/hedged*.sh. */
-		 "use_hedged_requests = false;\n"
-		 "distributed_replica_error_half_life = 100000;\n"
-		 "clusters = ( { name = \"t.cluster\"; load_balancing = "
-		 "\"in_order\"; replicas = (\n"
-		 " { host = \"refuser\"; address = \"127.0.0.1\"; port = %d; "
-		 "},\n"
-		 " { host = \"blackhole\"; address = \"127.0.0.1\"; port = %d; "
-		 "},\n"
-		 " { host = \"good\"; address = \"127.0.0.1\"; port = %d; } ); "
-		 "} );\n",
-		 TIMEOUT_MS, port_closed, port_full, port_ok);
+	hlisten_full = bound_socket(&hport_full);
+	hlisten_ok = bound_socket(&hport_ok);
+	if (hlisten_full < 0 || hlisten_ok < 0 || listen(hlisten_full, 0) ||
+	    listen(hlisten_ok, 16) || fill_backlog_of(hport_full, hfillers))
+		return -1;
+	snprintf(
+		text, sizeof(text),
+		"connect_timeout_ms = %d;\n"
+		/* The bounded engine, unhedged (design.md §5.3, §11);
+		 * hedged connects: tests/integration/hedged*.sh. */
+		"use_hedged_requests = false;\n"
+		"distributed_replica_error_half_life = 100000;\n"
+		"clusters = ( { name = \"t.cluster\"; load_balancing = "
+		"\"in_order\"; replicas = (\n"
+		" { host = \"refuser\"; address = \"127.0.0.1\"; port = %d; "
+		"},\n"
+		" { host = \"blackhole\"; address = \"127.0.0.1\"; port = %d; "
+		"},\n"
+		" { host = \"good\"; address = \"127.0.0.1\"; port = %d; } ); "
+		"},\n"
+		/* Hedged (design.md §5.10): a silent first replica. */
+		" { name = \"h.cluster\"; load_balancing = \"in_order\";\n"
+		"   use_hedged_requests = true; connect_timeout_ms = 2000;\n"
+		"   hedged_connection_timeout_ms = 30; replicas = (\n"
+		" { host = \"hsilent\"; address = \"127.0.0.1\"; port = %d; "
+		"},\n"
+		" { host = \"hgood\"; address = \"127.0.0.1\"; port = %d; } ); "
+		"} );\n",
+		TIMEOUT_MS, port_closed, port_full, port_ok, hport_full,
+		hport_ok);
 	snprintf(path, sizeof(path), "%s/replicalb.conf", tmpdir);
 	f = fopen(path, "w");
 	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
@@ -118,16 +141,22 @@ static int setup(void **state)
 	if (!snap)
 		return -1;
 	cluster = rlb_config_find(snap->cfg, "t.cluster");
-	return cluster ? 0 : -1;
+	hcluster = rlb_config_find(snap->cfg, "h.cluster");
+	return cluster && hcluster ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	char cmd[128];
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++) {
 		if (fillers[i] >= 0)
 			close(fillers[i]);
+		if (hfillers[i] >= 0)
+			close(hfillers[i]);
+	}
+	close(hlisten_full);
+	close(hlisten_ok);
 	close(listen_full);
 	close(listen_ok);
 	close(bound_closed);
@@ -638,6 +667,71 @@ static void test_track_literal_handed_out_again_after_replacement(void **state)
 	assert_int_equal(errors(R_REFUSER), 1);
 }
 
+/* Hand out h.cluster's addresses, its health zeroed. */
+static int handout_hedged(void **state)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
+
+	rlb_health_reset(hcluster, SIZE_MAX);
+	if (rlb_resolve_getaddrinfo(hcluster, NULL, &hints, &res) != 0)
+		return -1;
+	rlb_libc()->freeaddrinfo(res);
+	return 0;
+}
+
+/* The port fd is connected to. */
+static int peer_port(int fd)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+
+	if (getpeername(fd, (void *)&sin, &len) != 0)
+		return -1;
+	return ntohs(sin.sin_port);
+}
+
+/*
+ * A connect to a silent first replica is hedged after 30 ms: the program
+ * gets the good replica's connection on its own descriptor, with its
+ * options and flags; the silent one counts one slowdown, no error; the
+ * good one is accepted once (blocking and non-blocking sockets).
+ */
+static void hedged_case(bool nonblocking)
+{
+	int fd = tcp_socket(nonblocking), one = 1, got = 0, a;
+	socklen_t len = sizeof(got);
+	int64_t t0 = rlb_monotonic_ms();
+
+	assert_int_equal(
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(track_connect(fd, hport_full), 0);
+	assert_true(rlb_monotonic_ms() - t0 < 1000);
+	assert_int_equal(peer_port(fd), hport_ok);
+	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &got, &len),
+			 0);
+	assert_int_equal(got, 1);
+	assert_int_equal(!!(fcntl(fd, F_GETFL) & O_NONBLOCK), nonblocking);
+	assert_int_equal(rlb_health_slowdowns(hcluster, 0, 0, false), 1);
+	assert_int_equal(rlb_health_errors(hcluster, 0, 0, false), 0);
+	assert_int_equal(rlb_health_errors(hcluster, 1, 0, false), 0);
+	a = accept(hlisten_ok, NULL, NULL);
+	assert_true(a >= 0);
+	close(a);
+	assert_int_equal(rlb_track_close(fd), 0);
+}
+
+static void test_track_hedged_blocking(void **state)
+{
+	hedged_case(false);
+	(void)state;
+}
+
+static void test_track_hedged_nonblocking(void **state)
+{
+	hedged_case(true);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -679,6 +773,10 @@ int main(void)
 		cmocka_unit_test_setup(
 			test_track_literal_handed_out_again_after_replacement,
 			handout),
+		cmocka_unit_test_setup(test_track_hedged_blocking,
+				       handout_hedged),
+		cmocka_unit_test_setup(test_track_hedged_nonblocking,
+				       handout_hedged),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
