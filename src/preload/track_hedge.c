@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +458,22 @@ static bool hedge_swap(int fd, int flags, struct hedge_try *own,
 	return true;
 }
 
+/* What a cancel in the race must let go of: our sockets in t[1, *nt). */
+struct race_guard {
+	struct hedge_try *t;
+	size_t *nt;
+	int fd; /* the program's */
+};
+
+static void race_cancelled(void *arg)
+{
+	struct race_guard *g = arg;
+
+	for (size_t k = 1; k < *g->nt; k++)
+		if (g->t[k].fd >= 0 && g->t[k].fd != g->fd)
+			hedge_drop(&g->t[k]);
+}
+
 int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		      const struct dest *d, const struct conn_policy *pol,
 		      int flags, struct rlb_owner *owners, size_t n)
@@ -469,7 +486,8 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 	socklen_t llen;
 	size_t ntried = 0, nt = 1, last = 0;
 	int64_t end, race_end;
-	int rc, err, winner = -1;
+	struct race_guard guard;
+	int rc, err, perr, cs, winner = -1;
 
 	for (size_t i = 0; i < n && ntried < RLB_HEDGE_TRIED; i++)
 		tried[ntried++] = owners[i];
@@ -543,6 +561,12 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		    t[0].p.start_ms + own < race_end)
 			race_end = t[0].p.start_ms + own;
 	}
+	/* Cancellation acts only while the race waits, never while an
+	 * attempt is being started or settled: a cancelled thread then
+	 * leaves none of our sockets behind (race_cancelled()). */
+	cs = rlb_cancel_off();
+	guard = (struct race_guard){t, &nt, fd};
+	pthread_cleanup_push(race_cancelled, &guard);
 	for (;;) {
 		struct pollfd pfd[HEDGE_MAX];
 		size_t at[HEDGE_MAX], np = 0;
@@ -560,8 +584,14 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 			}
 		if (np == 0 && !(can_hedge && nt < HEDGE_MAX))
 			break; /* every attempt failed */
+		/* The race's one cancellation point: every attempt started
+		 * is in t[0, nt), for race_cancelled(). */
+		rlb_cancel_restore(cs);
 		prc = rlb_libc()->poll(pfd, np,
 				       wake > now ? (int)(wake - now) : 0);
+		perr = errno;
+		(void)rlb_cancel_off();
+		errno = perr;
 		if (prc < 0 && errno == EINTR && blocking &&
 		    rlb_connect_sees_eintr()) {
 			err = EINTR;
@@ -650,16 +680,19 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 					ETIMEDOUT, -1);
 		last = nt++;
 	}
+	pthread_cleanup_pop(0);
 	if (own_failed) {
 		/* Nothing else raced: answered as an unhedged connect. */
 		if (flags & O_NONBLOCK) {
 			rlb_connect_bound_in_kernel(fd, &t[0].p);
 			errno = EINPROGRESS;
-			return -1;
+			rc = -1;
+			goto out;
 		}
 		rlb_pending_done(fd, &t[0].p);
 		errno = t[0].err;
-		return -1;
+		rc = -1;
+		goto out;
 	}
 	if (winner > 0 && !hedge_swap(fd, flags, &t[0], &t[winner]))
 		winner = t[0].live ? -1 : winner; /* keep racing: no */
@@ -673,7 +706,8 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 				-1);
 		if (winner > 0)
 			log_hedge("won", &t[winner].p.d, NULL, 0);
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	/* No winner: the race is over (every attempt failed, the bound, the
 	 * wait of a non-blocking connect, a signal the program sees). */
@@ -701,13 +735,15 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 				rlb_pending_set(fd, &t[keep].p);
 			rlb_connect_bound_in_kernel(fd, &t[keep].p);
 			errno = err == EINTR ? EINTR : EINPROGRESS;
-			return -1;
+			rc = -1;
+			goto out;
 		}
 		/* Every attempt failed: the program's own error, as its
 		 * connect() would have given it. */
 		rlb_pending_done(fd, &t[0].p);
 		errno = t[0].err > 0 ? t[0].err : ECONNREFUSED;
-		return -1;
+		rc = -1;
+		goto out;
 	}
 	/* A blocking connect at its bound: each attempt still connecting
 	 * timed out. */
@@ -723,5 +759,10 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 	rlb_pending_done(fd, &t[0].p);
 	rlb_connect_abort(fd);
 	errno = ETIMEDOUT;
-	return -1;
+	rc = -1;
+out:
+	perr = errno;
+	rlb_cancel_restore(cs);
+	errno = perr;
+	return rc;
 }
