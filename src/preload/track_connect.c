@@ -509,9 +509,10 @@ connect_replica(int fd, const struct sockaddr *sa, socklen_t len)
 				  : rlb_libc()->fcntl(fd, F_GETFL, 0);
 	blocking = flags >= 0 && !(flags & O_NONBLOCK);
 	/* Hedged (design.md §5.10): a new attempt of a TCP socket, when the
-	 * hedge time comes before the bound. */
+	 * hedge time comes before the bound (an unbounded connect is not
+	 * hedged: the race runs with cancellation off). */
 	if (tcp == RLB_TCP_YES && !repeat && flags >= 0 && pol.hedge_ms > 0 &&
-	    (pol.timeout_ms == 0 || pol.hedge_ms < pol.timeout_ms))
+	    pol.timeout_ms > 0 && pol.hedge_ms < pol.timeout_ms)
 		rc = rlb_hedge_connect(fd, sa, len, &d, &pol, flags, owners, n);
 	else
 		rc = rlb_connect_bounded(fd, sa, len, &d, &pol, blocking,

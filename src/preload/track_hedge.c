@@ -15,7 +15,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,22 +457,6 @@ static bool hedge_swap(int fd, int flags, struct hedge_try *own,
 	return true;
 }
 
-/* What a cancel in the race must let go of: our sockets in t[1, *nt). */
-struct race_guard {
-	struct hedge_try *t;
-	size_t *nt;
-	int fd; /* the program's */
-};
-
-static void race_cancelled(void *arg)
-{
-	struct race_guard *g = arg;
-
-	for (size_t k = 1; k < *g->nt; k++)
-		if (g->t[k].fd >= 0 && g->t[k].fd != g->fd)
-			hedge_drop(&g->t[k]);
-}
-
 int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		      const struct dest *d, const struct conn_policy *pol,
 		      int flags, struct rlb_owner *owners, size_t n)
@@ -486,7 +469,6 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 	socklen_t llen;
 	size_t ntried = 0, nt = 1, last = 0;
 	int64_t end, race_end;
-	struct race_guard guard;
 	int rc, err, perr, cs, winner = -1;
 
 	for (size_t i = 0; i < n && ntried < RLB_HEDGE_TRIED; i++)
@@ -561,12 +543,10 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		    t[0].p.start_ms + own < race_end)
 			race_end = t[0].p.start_ms + own;
 	}
-	/* Cancellation acts only while the race waits, never while an
-	 * attempt is being started or settled: a cancelled thread then
-	 * leaves none of our sockets behind (race_cancelled()). */
+	/* No cancellation inside the race (bounded by connect_timeout_ms,
+	 * which a hedge needs): a pthread_cancel() acts at the program's
+	 * next cancellation point, and none of our sockets is left behind. */
 	cs = rlb_cancel_off();
-	guard = (struct race_guard){t, &nt, fd};
-	pthread_cleanup_push(race_cancelled, &guard);
 	for (;;) {
 		struct pollfd pfd[HEDGE_MAX];
 		size_t at[HEDGE_MAX], np = 0;
@@ -584,14 +564,8 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 			}
 		if (np == 0 && !(can_hedge && nt < HEDGE_MAX))
 			break; /* every attempt failed */
-		/* The race's one cancellation point: every attempt started
-		 * is in t[0, nt), for race_cancelled(). */
-		rlb_cancel_restore(cs);
 		prc = rlb_libc()->poll(pfd, np,
 				       wake > now ? (int)(wake - now) : 0);
-		perr = errno;
-		(void)rlb_cancel_off();
-		errno = perr;
 		if (prc < 0 && errno == EINTR && blocking &&
 		    rlb_connect_sees_eintr()) {
 			err = EINTR;
@@ -680,7 +654,6 @@ int rlb_hedge_connect(int fd, const struct sockaddr *sa, socklen_t len,
 					ETIMEDOUT, -1);
 		last = nt++;
 	}
-	pthread_cleanup_pop(0);
 	if (own_failed) {
 		/* Nothing else raced: answered as an unhedged connect. */
 		if (flags & O_NONBLOCK) {
