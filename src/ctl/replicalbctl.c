@@ -893,6 +893,8 @@ int main(int argc, char **argv)
 		}
 	}
 	rc = cmd->run(snap ? snap->cfg : cfg, &o);
+	/* What a command changed in a memfd outlives it (design.md §12.12). */
+	rlb_health_save_changed(snap ? snap->cfg : cfg);
 out:
 	rlb_snapshot_put(snap);
 	rlb_config_free(cfg);

@@ -21,6 +21,12 @@
 struct rlb_snapshot *rlb_runtime_acquire(void);
 void rlb_runtime_release(struct rlb_snapshot *snap);
 /*
+ * At exit and before exec: the counts of memfd state this process changed
+ * are saved for the next process (rlb_health_save_changed()). Nothing
+ * when the runtime never started. Keeps errno.
+ */
+void rlb_runtime_save_state(void);
+/*
  * This host's FQDN (design.md §3.2), computed once per process with
  * rlb_local_fqdn(). Never NULL.
  */
@@ -139,6 +145,8 @@ void rlb_track_handout_v4(const struct rlb_cluster *c, size_t i, uint32_t addr,
  * for connect_failover, the address of the best replica of the failed
  * one's cluster not among `tried`, in the family of `failed` and with the
  * port resolution would have given (handed out, so tracked), or false.
+ * save_state() saves what must outlive the process, at exit and before
+ * exec (rlb_runtime_save_state()).
  */
 struct rlb_track_ops {
 	void (*charge)(const struct rlb_failure *f);
@@ -150,6 +158,7 @@ struct rlb_track_ops {
 	bool (*next_address)(const struct rlb_owner *tried, size_t ntried,
 			     const struct sockaddr *failed, socklen_t len,
 			     struct sockaddr_storage *out, socklen_t *outlen);
+	void (*save_state)(void);
 };
 void rlb_track_set_ops(const struct rlb_track_ops *ops);
 /* Fork handler hooks for tracking's one lock (runtime.c). */

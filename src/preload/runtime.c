@@ -379,6 +379,7 @@ static const struct rlb_track_ops track_ops = {
 	.traffic = rlb_runtime_traffic,
 	.receive = rlb_runtime_receive,
 	.next_address = rlb_runtime_next_address,
+	.save_state = rlb_runtime_save_state,
 };
 
 static void runtime_init(void)
@@ -493,6 +494,25 @@ void rlb_runtime_release(struct rlb_snapshot *snap)
 {
 	if (snap && tls_depth > 0 && --tls_depth == 0)
 		rlb_op_clock_end();
+}
+
+void rlb_runtime_save_state(void)
+{
+	struct rlb_snapshot *snap;
+
+	if (!atomic_load_explicit(&init_done, memory_order_acquire) || disabled)
+		return;
+	/* No reload check, and no wait: exit() may come from a signal
+	 * handler that interrupted a holder of cfg_lock. */
+	if (pthread_mutex_trylock(&cfg_lock) != 0)
+		return;
+	snap = atomic_load(&current);
+	if (snap)
+		rlb_snapshot_get(snap);
+	pthread_mutex_unlock(&cfg_lock);
+	if (snap)
+		rlb_health_save_changed(snap->cfg);
+	rlb_snapshot_put(snap);
 }
 
 void rlb_runtime_charge(const struct rlb_failure *f)

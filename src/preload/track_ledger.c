@@ -491,9 +491,15 @@ void rlb_track_ledger_fork(int step)
 
 void rlb_track_before_exec(void)
 {
+	const struct rlb_track_ops *o = rlb_pending_ops();
 	struct ledger *l = ledger_get(false);
 	bool open_after[LEDGER_DESCS];
 	int saved = errno;
+
+	/* The new image holds no memfd of ours: its counts are saved (not
+	 * by a vfork() child, which shares its parent's memory). */
+	if (o && o->save_state && !rlb_pending_in_vfork_child())
+		o->save_state();
 
 	/* A vfork() child's exec closes nothing of its parent's. */
 	if (!l || !atomic_load(&rlb_ledger_count) ||

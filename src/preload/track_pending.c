@@ -551,10 +551,14 @@ void rlb_track_sweep(void)
 /* At exit: attempts still pending (or dropped) past their bound count. */
 static void __attribute__((destructor)) sweep_at_exit(void)
 {
+	const struct rlb_track_ops *o = rlb_pending_ops();
 	int saved = errno;
 
 	if (atomic_load_explicit(&rlb_pending_count, memory_order_relaxed))
 		rlb_pending_sweep(-1, NULL, 0, true);
+	/* After the sweep's charges: memfd counts for the next process. */
+	if (o && o->save_state)
+		o->save_state();
 	errno = saved;
 }
 

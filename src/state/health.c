@@ -301,7 +301,10 @@ static void add_to(struct rlb_cluster *c, size_t i, uint64_t id, uint64_t n,
 
 		rlb_table_move(s->map, s->nslots, cur->map, cur->nslots,
 			       rlb_table_cap(c));
+		s = cur;
 	}
+	if (s->kind == STORE_MEMFD)
+		rlb_saved_changed(s);
 }
 
 void rlb_health_add_errors(struct rlb_cluster *c, size_t i, uint64_t n,
@@ -343,6 +346,8 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 			atomic_store(&slot->slowdowns, 0);
 		}
 	}
+	if (s->kind == STORE_MEMFD)
+		rlb_saved_changed(s);
 }
 
 /* Within a selection, after its decay has checked the state. */
@@ -355,6 +360,9 @@ uint64_t rlb_health_rr_next(struct rlb_cluster *c)
 	if (s->readonly) /* the turn it would take, not taken */
 		return atomic_load_explicit(&s->map->hdr.rr_counter,
 					    memory_order_relaxed);
+	/* A memfd's counter is saved at exit (design.md §12.12). */
+	if (s->kind == STORE_MEMFD)
+		atomic_store_explicit(&s->dirty, true, memory_order_relaxed);
 	return atomic_fetch_add_explicit(&s->map->hdr.rr_counter, 1,
 					 memory_order_relaxed);
 }

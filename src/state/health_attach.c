@@ -60,7 +60,8 @@ static struct store *memfd_instead(const struct rlb_cluster *c, uint32_t nslots,
  */
 static struct store *create_reclaiming(const struct rlb_cluster *c, int dirfd,
 				       const struct health_home *home,
-				       bool *limit, char *why, size_t whylen)
+				       const char *fname, bool *limit,
+				       char *why, size_t whylen)
 {
 	uint32_t nslots = rlb_table_slots(c->nreplicas);
 	struct store *s;
@@ -71,8 +72,11 @@ static struct store *create_reclaiming(const struct rlb_cluster *c, int dirfd,
 		s = rlb_segment_create(c, nslots, home, limit, why, whylen);
 	if (!s && *limit)
 		s = memfd_instead(c, nslots, home, why, whylen);
-	if (s)
-		*limit = false;
+	if (!s)
+		return NULL;
+	*limit = false;
+	/* Counts a memfd's last holders saved (design.md §12.12). */
+	rlb_saved_seed(s, c, dirfd, home->path, fname, false);
 	return s;
 }
 
@@ -184,8 +188,8 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 			return NULL;
 		}
 		if (!s)
-			s = create_reclaiming(c, dirfd, &home, limit, why,
-					      whylen);
+			s = create_reclaiming(c, dirfd, &home, fname, limit,
+					      why, whylen);
 		if (!s)
 			return NULL;
 		/* A holder gone: replaced, unless another process did so
@@ -196,8 +200,12 @@ static struct store *attach_named(const struct rlb_cluster *c, int dirfd,
 			continue;
 		}
 		rlb_segment_name(s, &nm);
-		if (rlb_dir_name_write(dirfd, fname, &nm, gone) == 0)
+		if (rlb_dir_name_write(dirfd, fname, &nm, gone) == 0) {
+			/* A segment persists by itself. */
+			if (s != mine && s->kind == STORE_SHM)
+				rlb_saved_remove(dirfd, fname);
 			return s;
+		}
 		err = errno;
 		if (s != mine)
 			rlb_segment_destroy(s);
@@ -398,16 +406,30 @@ static struct store *attach_look(struct rlb_health *h,
 		goto out_zeroes;
 	}
 	rc = look_name(dirfd, fname, &nm, &st, why, sizeof(why));
-	rlb_libc()->close(dirfd);
 	if (rc == 1) {
+		rlb_libc()->close(dirfd);
 		suffix = " (absent)";
 		goto out_zeroes;
 	}
-	if (rc == 0 && nm.kind == STORE_MEMFD)
+	if (rc == 0 && nm.kind == STORE_MEMFD) {
 		s = rlb_memfd_attach(c, &nm, true, &gone, why, sizeof(why));
-	else if (rc == 0)
+		/* Its holders gone: what they saved (design.md §12.12). */
+		if (!s && gone) {
+			s = rlb_segment_private(c, true);
+			if (s &&
+			    rlb_saved_seed(s, c, dirfd, dir, fname, true)) {
+				rlb_libc()->close(dirfd);
+				store_label(s, dir, fname, " (saved)");
+				return s;
+			}
+			rlb_segment_free(s);
+			s = NULL;
+		}
+	} else if (rc == 0) {
 		s = rlb_segment_attach(c, nm.id, nm.token, false, true, why,
 				       sizeof(why));
+	}
+	rlb_libc()->close(dirfd);
 	if (!s) {
 		rlb_dir_log_once(
 			RLB_LOG_WARNING,
@@ -685,6 +707,7 @@ static struct store *retry_segment(struct rlb_health *h,
 		rlb_segment_destroy(n);
 		return s;
 	}
+	rlb_saved_remove(dirfd, fname);
 	rlb_log(RLB_LOG_INFO,
 		"state of cluster %s moved from a memfd back to segment %d",
 		c->name, n->shmid);

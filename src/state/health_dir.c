@@ -579,15 +579,25 @@ static bool is_state_entry(const char *name, bool *name_file, size_t *base_len)
  */
 static bool is_side_entry(const char *name, char *base, size_t len)
 {
-	static const char ext[] = ".members";
+	static const char *const exts[] = {".members", ".saved"};
 	const char *found = NULL;
 
-	for (const char *p = strstr(name, ext); p; p = strstr(p + 1, ext)) {
-		const char *rest = p + sizeof(ext) - 1;
+	for (size_t e = 0; e < sizeof(exts) / sizeof(exts[0]); e++) {
+		size_t elen = strlen(exts[e]);
 
-		if (*rest == '\0' || strncmp(rest, ".corrupt-", 9) == 0 ||
-		    strncmp(rest, ".tmp-", 5) == 0)
-			found = p;
+		for (const char *p = strstr(name, exts[e]); p;
+		     p = strstr(p + 1, exts[e])) {
+			const char *rest = p + elen;
+
+			/* Saved counts of an IPC namespace's own state. */
+			if (strncmp(rest, ".ipc-", 5) == 0 &&
+			    strspn(rest + 5, "0123456789abcdef") >= 16)
+				rest += 21;
+			if (*rest == '\0' ||
+			    strncmp(rest, ".corrupt-", 9) == 0 ||
+			    strncmp(rest, ".tmp-", 5) == 0)
+				found = p;
+		}
 	}
 	if (!found || found == name)
 		return false;

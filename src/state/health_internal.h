@@ -228,6 +228,9 @@ struct store {
 	_Atomic pid_t row_pid;	 /* when this process claimed it */
 	_Atomic int fork_row;	 /* a row claimed for the child of a
 				  * fork under way, -1: none */
+	_Atomic bool dirty;	 /* STORE_MEMFD: changed by this process
+				  * since its counts were last saved */
+	_Atomic int64_t save_ms; /* STORE_MEMFD: no save before this */
 	size_t nreplicas;	 /* entries of slot[] */
 	_Atomic uint32_t slot[]; /* per replica: index of its slot */
 };
@@ -484,6 +487,8 @@ struct store *rlb_memfd_attach(const struct rlb_cluster *c,
  * below FD_SETSIZE.
  */
 bool rlb_memfd_full(void);
+/* Whether this process holds a memfd at all. */
+bool rlb_memfd_any(void);
 /* Whether the holder nm names still holds nm's memfd. */
 bool rlb_memfd_holder_alive(const struct health_name *nm);
 /*
@@ -586,6 +591,42 @@ int rlb_dir_name_write(int dirfd, const char *fname,
  */
 void rlb_dir_set_aside(int dirfd, const char *dir, const char *fname,
 		       const struct stat *st, bool v2, const char *why);
+
+/* ------------------------------------------------------------------ */
+/* health_side.c: side files of an open, trusted state directory */
+
+/* Read side file name of dirfd (dir its path, for messages) into buf, as
+ * rlb_health_side_read(): -1 when absent or refused (refused ones are set
+ * aside). */
+ssize_t rlb_side_read_at(int dirfd, const char *dir, const char *name,
+			 char *buf, size_t cap);
+/* Replace side file name of dirfd by a whole new file: 0, or -1. */
+int rlb_side_write_at(int dirfd, const char *name, const void *data,
+		      size_t len);
+/* Set side file name aside as NAME.corrupt-TIME-PID, one warning (why). */
+void rlb_side_set_aside_at(int dirfd, const char *dir, const char *name,
+			   const char *why);
+
+/* ------------------------------------------------------------------ */
+/* health_saved.c: the counts of a memfd kept in a file (design.md §12.12) */
+
+/* The saved-counts file of name file fname: NAME.saved[.ipc-TAG]. */
+void rlb_saved_name(const char *fname, char *out, size_t outlen);
+/*
+ * Seed s, a store just made and not yet named, from the saved counts of
+ * name file fname in dirfd (dir its path): errors (capped for c),
+ * slowdowns, connects and failures of each replica, T and the
+ * round-robin counter. A damaged file is set aside. True if seeded.
+ * look: s is a look's zeroes (replicalbctl status), and nothing is
+ * changed in the directory.
+ */
+bool rlb_saved_seed(struct store *s, const struct rlb_cluster *c, int dirfd,
+		    const char *dir, const char *fname, bool look);
+/* Remove the saved counts of fname: a segment persists by itself. */
+void rlb_saved_remove(int dirfd, const char *fname);
+/* s, a memfd, was changed by this process: its counts are saved now,
+ * unless they were less than a second ago (then at exit). */
+void rlb_saved_changed(struct store *s);
 
 /* ------------------------------------------------------------------ */
 /* health_gc.c */

@@ -19,6 +19,11 @@
 /* Memfds this process holds (a forked child holds its parent's too). */
 static _Atomic int nheld;
 
+bool rlb_memfd_any(void)
+{
+	return atomic_load(&nheld) > 0;
+}
+
 bool rlb_memfd_full(void)
 {
 	return atomic_load(&nheld) >= HEALTH_MAX_MEMFDS;

@@ -66,25 +66,20 @@ static void set_aside(int dirfd, const char *dir, const char *name,
 			name, why, to);
 }
 
-ssize_t rlb_health_side_read(const char *dir, const char *cluster,
-			     const char *ext, char *buf, size_t cap)
+ssize_t rlb_side_read_at(int dirfd, const char *dir, const char *name,
+			 char *buf, size_t cap)
 {
-	char name[NAME_MAX + 1];
-	int saved = errno, dirfd, fd;
+	int saved = errno, fd;
 	const char *why = NULL;
 	struct stat st;
 	ssize_t n = -1;
 
-	side_name(cluster, ext, name, sizeof(name));
-	dirfd = side_dir(dir, false);
-	if (dirfd < 0)
-		goto out;
 	fd = rlb_libc()->openat(
 		dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
 	if (fd < 0) {
 		if (errno == ELOOP)
 			why = "a symlink";
-		goto out_dir;
+		goto out;
 	}
 	if (rlb_libc()->fstat(fd, &st) != 0)
 		goto out_file;
@@ -100,13 +95,37 @@ ssize_t rlb_health_side_read(const char *dir, const char *cluster,
 		n = rlb_libc()->pread(fd, buf, cap, 0);
 out_file:
 	rlb_libc()->close(fd);
-out_dir:
+out:
 	if (why)
 		set_aside(dirfd, dir, name, why);
-	rlb_libc()->close(dirfd);
-out:
 	errno = saved;
 	return n;
+}
+
+ssize_t rlb_health_side_read(const char *dir, const char *cluster,
+			     const char *ext, char *buf, size_t cap)
+{
+	char name[NAME_MAX + 1];
+	int saved = errno, dirfd;
+	ssize_t n = -1;
+
+	side_name(cluster, ext, name, sizeof(name));
+	dirfd = side_dir(dir, false);
+	if (dirfd >= 0) {
+		n = rlb_side_read_at(dirfd, dir, name, buf, cap);
+		rlb_libc()->close(dirfd);
+	}
+	errno = saved;
+	return n;
+}
+
+void rlb_side_set_aside_at(int dirfd, const char *dir, const char *name,
+			   const char *why)
+{
+	int saved = errno;
+
+	set_aside(dirfd, dir, name, why);
+	errno = saved;
 }
 
 void rlb_health_side_set_aside(const char *dir, const char *cluster,
@@ -123,24 +142,19 @@ void rlb_health_side_set_aside(const char *dir, const char *cluster,
 	errno = saved;
 }
 
-int rlb_health_side_write(const char *dir, const char *cluster, const char *ext,
-			  const void *data, size_t len)
+int rlb_side_write_at(int dirfd, const char *name, const void *data, size_t len)
 {
-	char name[NAME_MAX + 1], tmp[NAME_MAX + 1];
-	int saved = errno, rc = -1, dirfd, fd;
+	char tmp[NAME_MAX + 1];
+	int saved = errno, rc = -1, fd;
 	size_t off = 0;
 
-	side_name(cluster, ext, name, sizeof(name));
 	snprintf(tmp, sizeof(tmp), "%.200s.tmp-%d-%08x", name,
 		 (int)rlb_libc()->getpid(), rlb_random_u32());
-	dirfd = side_dir(dir, true);
-	if (dirfd < 0)
-		goto out;
 	fd = rlb_libc()->openat(
 		dirfd, tmp,
 		O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		goto out_dir;
+		goto out;
 	while (off < len) {
 		ssize_t w = rlb_libc()->write(fd, (const char *)data + off,
 					      len - off);
@@ -156,9 +170,23 @@ int rlb_health_side_write(const char *dir, const char *cluster, const char *ext,
 		rc = 0;
 	else
 		rlb_libc()->unlinkat(dirfd, tmp, 0);
-out_dir:
-	rlb_libc()->close(dirfd);
 out:
+	errno = saved;
+	return rc;
+}
+
+int rlb_health_side_write(const char *dir, const char *cluster, const char *ext,
+			  const void *data, size_t len)
+{
+	char name[NAME_MAX + 1];
+	int saved = errno, rc = -1, dirfd;
+
+	side_name(cluster, ext, name, sizeof(name));
+	dirfd = side_dir(dir, true);
+	if (dirfd >= 0) {
+		rc = rlb_side_write_at(dirfd, name, data, len);
+		rlb_libc()->close(dirfd);
+	}
 	errno = saved;
 	return rc;
 }

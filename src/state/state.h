@@ -224,4 +224,13 @@ int rlb_health_side_write(const char *dir, const char *cluster, const char *ext,
 void rlb_health_side_set_aside(const char *dir, const char *cluster,
 			       const char *ext, const char *why);
 
+/*
+ * Save the counts of cfg's clusters whose state is a memfd that this
+ * process changed since they were last saved (design.md §12.12): at exit,
+ * before exec, and after replicalbctl changed them, so that the next
+ * process finds them when no process holds the memfd any more. Nothing
+ * is done (no call) when this process holds no memfd. errno is kept.
+ */
+void rlb_health_save_changed(const struct rlb_config *cfg);
+
 #endif /* RLB_STATE_H */

@@ -407,7 +407,10 @@ print(n, os.strerror(ctypes.get_errno()))
 distributed_replica_error_cap = 1000000;
 distributed_replica_error_half_life = 86400;
 clusters = ( { name = "fill.cluster"; port = $DEAD;
-	       replicas = ( "127.0.0.6" ); } );
+	       replicas = ( "127.0.0.6" ); },
+	     { name = "fill-rr.cluster"; port = $DEAD;
+	       load_balancing = "round_robin";
+	       replicas = ( "127.0.0.6", "127.0.0.7", "127.0.0.8" ); } );
 EOF
 	cat >"$T/fill.py" <<'EOF'
 import os, socket, sys, time
@@ -462,6 +465,25 @@ print(json.load(sys.stdin)["clusters"][0]["state_file_use"])')"
 	touch "$T/fill.stop"
 	wait "$fill1"
 	check_eq "the first program exits well" 0 $?
+	# Nobody holds the memfd now: the counts were saved beside the
+	# state file, and the next program starts from them (before: from
+	# nothing, and status showed 0).
+	check_eq "status with no program running: the saved counts" 25 \
+		"$(replica_errors fill.cluster 127.0.0.6)"
+	in_ns env LD_PRELOAD="$RLB_LIB" $PY "$T/fill.py" "$DEAD" 3 \
+		"$T/fill3.ready" - >"$T/fill3.out" 2>"$T/fill3.err"
+	check_eq "a program started later adds to them" "3 28" \
+		"$(cat "$T/fill3.out") $(replica_errors fill.cluster 127.0.0.6)"
+	# round_robin turns through programs that each resolve once and
+	# exit (curl in a loop): the counter outlives them too.
+	firsts=
+	for _ in 1 2 3; do
+		firsts="$firsts $(in_ns env LD_PRELOAD="$RLB_LIB" $PY -c '
+import socket
+print(socket.getaddrinfo("fill-rr.cluster", 1, type=socket.SOCK_STREAM)[0][4][0])')"
+	done
+	check_eq "three short programs start at three replicas" 3 \
+		"$(echo $firsts | tr ' ' '\n' | sort -u | wc -l)"
 	export REPLICALB_CONFIG=$saved_config REPLICALB_STATE_DIR=$saved_dir
 	RLBCTL=$saved_ctl
 	umount "$fill_ns"

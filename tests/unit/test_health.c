@@ -1181,6 +1181,23 @@ static void check_set_aside(struct fixture *f, const char *reason)
 	cfg_free(cfg);
 }
 
+/* Remove the saved-counts files set aside in dir. */
+static void rm_saved_corrupt(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, "db.saved.corrupt-", 17) == 0) {
+			snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+			unlink(p);
+		}
+	closedir(d);
+}
+
 /* A valid db.state with counts, detached again; its path and segment. */
 static int make_valid_state(struct fixture *f, char *path, size_t len)
 {
@@ -2051,6 +2068,32 @@ static int memfd_copy(int id, size_t size, unsigned seals)
 }
 
 /*
+ * A valid db.state (make_valid_state()) whose segment is copied into a
+ * sealed memfd of this process, named by a line of version 3, and
+ * removed: the memfd's descriptor, with the state file's path, token,
+ * namespace and the memfd's stat; -1 when /proc cannot tell the
+ * namespace (no memfds either).
+ */
+static int own_memfd_state(struct fixture *f, char *path, size_t len,
+			   uint64_t *token, unsigned long long *ns,
+			   struct stat *st)
+{
+	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	int id, fd;
+
+	make_valid_state(f, path, len);
+	id = named_segment(path, token);
+	*ns = line_ns(path);
+	if (!*ns)
+		return -1;
+	fd = memfd_copy(id, (size_t)segment_stat(id).shm_segsz, seals);
+	assert_int_equal(fstat(fd, st), 0);
+	write_memfd_line(path, getpid(), fd, st->st_ino, *token, *ns);
+	shmctl(id, IPC_RMID, NULL);
+	return fd;
+}
+
+/*
  * Lines of version 3 (design.md §12.12): a memfd of ours, sealed, with
  * the header and token is used; one whose holder is gone is replaced
  * without being set aside; one not sealed against shrinking, or with
@@ -2069,17 +2112,10 @@ static void test_health_memfd_name_files(void **state)
 	pid_t pid;
 	int id, fd;
 
-	make_valid_state(f, path, sizeof(path));
-	id = named_segment(path, &token);
-	ns = line_ns(path);
-	if (!ns)
-		skip(); /* no /proc: no memfds either */
-
 	/* Ours, sealed: its counts. */
-	fd = memfd_copy(id, (size_t)segment_stat(id).shm_segsz, seals);
-	assert_int_equal(fstat(fd, &st), 0);
-	write_memfd_line(path, getpid(), fd, st.st_ino, token, ns);
-	shmctl(id, IPC_RMID, NULL);
+	fd = own_memfd_state(f, path, sizeof(path), &token, &ns, &st);
+	if (fd < 0)
+		skip(); /* no /proc: no memfds either */
 	cfg = attach1(f->state, "db", hosts_ab, 2, false);
 	assert_false(is_private(cfg));
 	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 9);
@@ -2114,6 +2150,97 @@ static void test_health_memfd_name_files(void **state)
 		shmctl(named_segment(path, NULL), IPC_RMID, NULL);
 		nftw(f->state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	}
+}
+
+/*
+ * Saved counts (design.md §12.12): a process that changes a memfd's
+ * counts saves them to db.saved at once; when nobody holds the memfd
+ * any more, the state made anew (here a segment: no limit) starts from
+ * them and the file goes. A file changed by one byte, cut, empty, or a
+ * symlink is set aside and the state starts from nothing. No root.
+ */
+static void test_health_saved_counts_refuse_damage(void **state)
+{
+	struct fixture *f = *state;
+	char path[512], saved[512], good[4096], text[4096], *nl;
+	unsigned long long ns;
+	struct rlb_config *cfg;
+	uint64_t token;
+	struct stat st;
+	ssize_t len;
+	pid_t dead;
+	int id, fd;
+
+	snprintf(saved, sizeof(saved), "%s/db.saved", f->state);
+	fd = own_memfd_state(f, path, sizeof(path), &token, &ns, &st);
+	if (fd < 0)
+		skip(); /* no /proc: no memfds either */
+	cfg = attach1(f->state, "db", hosts_ab, 2, false);
+	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 9);
+	assert_int_equal(access(saved, F_OK), -1); /* nothing changed yet */
+	add_errors(&cfg->clusters[0], 0, 1);
+	cfg_free(cfg);
+	close(fd);
+	fd = open(saved, O_RDONLY);
+	assert_true(fd >= 0);
+	len = read(fd, good, sizeof(good) - 1);
+	close(fd);
+	assert_true(len > 0);
+	good[len] = '\0';
+	assert_int_equal(strncmp(good, "replicalb-saved 1 ", 18), 0);
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	wait_children(&dead, 1);
+
+	for (int k = 0; k < 5; k++) {
+		snprintf(text, sizeof(text), "%s", good);
+		switch (k) {
+		case 1: /* one byte: the first replica's failures */
+			nl = strchr(strchr(text, '\n') + 1, '\n');
+			nl[-1] = nl[-1] == '0' ? '1' : '0';
+			break;
+		case 2: /* cut before its check */
+			*strstr(text, "check ") = '\0';
+			break;
+		case 3:
+			text[0] = '\0';
+			break;
+		}
+		unlink(saved);
+		if (k == 4) {
+			char real[600];
+
+			snprintf(real, sizeof(real), "%s/elsewhere", f->state);
+			write_file(real, text, strlen(text), 0600);
+			assert_int_equal(symlink(real, saved), 0);
+		} else {
+			write_file(saved, text, strlen(text), 0600);
+		}
+		write_memfd_line(path, dead, 3, st.st_ino, token, ns);
+		cfg = attach1(f->state, "db", hosts_ab, 2, false);
+		assert_false(is_private(cfg));
+		id = named_segment(path, NULL);
+		assert_true(id >= 0);
+		assert_int_equal(
+			rlb_health_errors(&cfg->clusters[0], 0, 0, false),
+			k == 0 ? 10 : 0);
+		assert_int_equal(rlb_health_rr_peek(&cfg->clusters[0]),
+				 k == 0 ? 1 : 0);
+		/* Only a file that holds something can be damaged. */
+		assert_int_equal(count_prefix(f->state, "db.saved.corrupt-"),
+				 k == 0	  ? 0
+				 : k == 3 ? 0
+					  : 1);
+		/* A segment persists by itself: the file is gone. */
+		assert_int_equal(count_prefix(f->state, "db.saved"),
+				 k == 0 || k == 3 ? 0 : 1);
+		cfg_free(cfg);
+		shmctl(id, IPC_RMID, NULL);
+		rm_saved_corrupt(f->state);
+	}
+	unlink(saved);
 }
 
 /* What the victims of a filled shmmni share, and where one failed. */
@@ -2345,9 +2472,13 @@ static int exhausted_child(const char *dir, struct victims *v)
 	return 0;
 }
 
-static void test_health_shmmni_filled_by_another_user(void **state)
+/*
+ * Run scenario(dir, v) as root in a child (it lowers shmmni in an IPC
+ * namespace of its own), and fail at the first check it failed.
+ */
+static void run_victims(struct fixture *f,
+			int (*scenario)(const char *, struct victims *))
 {
-	struct fixture *f = *state;
 	struct victims *v;
 	int status;
 	pid_t pid;
@@ -2360,7 +2491,7 @@ static void test_health_shmmni_filled_by_another_user(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(exhausted_child(f->state, v));
+		_exit(scenario(f->state, v));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	if (WEXITSTATUS(status) == 77)
@@ -2371,6 +2502,114 @@ static void test_health_shmmni_filled_by_another_user(void **state)
 	assert_int_equal(atomic_load(&v->line), 0);
 	assert_int_equal(WEXITSTATUS(status), 0);
 	munmap(v, sizeof(*v));
+}
+
+static void test_health_shmmni_filled_by_another_user(void **state)
+{
+	run_victims(*state, exhausted_child);
+}
+
+/*
+ * One process of the saved-counts scenario (below): attach db, check it
+ * is a memfd held by this very process (none other is alive), check the
+ * counts it found (errors and slowdowns of replica 0 and 1, the
+ * round-robin counter), then change them as `step` says and leave.
+ */
+static int saved_step(const char *dir, struct victims *v, int step, uint64_t e0,
+		      uint64_t s1, uint64_t rr)
+{
+	struct rlb_config *cfg;
+	char path[512];
+	struct rlb_cluster *c;
+
+	if (victim_attach(dir, v, true, &cfg, path, sizeof(path), NULL, NULL) !=
+	    0)
+		return 1;
+	c = &cfg->clusters[0];
+	VCHECK(v, errors0(cfg) == e0);
+	VCHECK(v, rlb_health_slowdowns(c, 1, rlb_health_decay_time(c), false) ==
+			  s1);
+	VCHECK(v, rlb_health_rr_peek(c) == rr);
+	switch (step) {
+	case 0: /* errors, slowdowns, three turns */
+		add_errors(c, 0, 5);
+		rlb_health_add_slowdowns(c, 1, 2, rlb_health_decay_time(c));
+		for (int i = 0; i < 3; i++)
+			rlb_health_rr_next(c);
+		break;
+	case 1: /* replicalbctl reset of replica 0 */
+		rlb_health_reset(c, 0);
+		break;
+	case 2: /* errors again, for the move back to a segment */
+		add_errors(c, 0, 4);
+		break;
+	}
+	/* What the library does at exit (and replicalbctl after a command). */
+	rlb_health_save_changed(cfg);
+	cfg_free(cfg);
+	return 0;
+}
+
+static int saved_child(const char *dir, struct victims *v)
+{
+	char path[512], saved[512];
+	struct rlb_config *cfg;
+	struct stat st;
+	pid_t pid;
+	int rc = shmmni_lowered(8, true);
+
+	if (rc != 0)
+		return rc;
+	snprintf(path, sizeof(path), "%s/db.state", dir);
+	snprintf(saved, sizeof(saved), "%s/db.saved", dir);
+	/* Each step a process of its own, started after the last left. */
+#define SAVED_STEP(...)                                                        \
+	do {                                                                   \
+		pid = fork();                                                  \
+		if (pid == 0)                                                  \
+			_exit(saved_step(dir, v, __VA_ARGS__));                \
+		VCHECK(v, pid > 0 && wait_ok(pid));                            \
+	} while (0)
+	SAVED_STEP(0, 0, 0, 0);
+	VCHECK(v, stat(saved, &st) == 0 && S_ISREG(st.st_mode) &&
+			  (st.st_mode & 07777) == 0600);
+	/* A look (replicalbctl status) with nobody holding it: the saved. */
+	cfg = cfg_new(dir, "db", hosts_ab, 2);
+	rlb_health_attach_all_readonly(cfg);
+	VCHECK(v, errors0(cfg) == 5);
+	VCHECK(v, strstr(rlb_health_path(cfg->clusters[0].health),
+			 "db.state (saved)") != NULL);
+	cfg_free(cfg);
+	/* The counts outlived their holder; the reset outlives its own. */
+	SAVED_STEP(1, 5, 2, 3);
+	SAVED_STEP(-1, 0, 2, 3);
+	/* Damaged: set aside, and the state starts from nothing. */
+	write_file(saved, "replicalb-saved 1 garbage\n", 26, 0600);
+	SAVED_STEP(2, 0, 0, 0);
+	VCHECK(v, count_prefix(dir, "db.saved.corrupt-") == 1);
+	/* Ids free again: a segment, seeded, and no saved file after it. */
+	remove_segments_of(65534);
+	cfg = attach1(dir, "db", hosts_ab, 2, false);
+	VCHECK(v, named_segment(path, NULL) >= 0);
+	VCHECK(v, errors0(cfg) == 4);
+	VCHECK(v, stat(saved, &st) != 0 && errno == ENOENT);
+	shmctl(named_segment(path, NULL), IPC_RMID, NULL);
+	cfg_free(cfg);
+#undef SAVED_STEP
+	return 0;
+}
+
+/*
+ * A memfd's counts outlive the processes that held it (design.md
+ * §12.12): with shmmni filled by another user, a process that counts and
+ * leaves hands its errors, slowdowns and round-robin turns to the next,
+ * started after it, through NAME.saved; a reset likewise. A damaged file
+ * is set aside; a segment, once one can be had again, takes the counts
+ * and the file goes.
+ */
+static void test_health_memfd_counts_outlive_holders(void **state)
+{
+	run_victims(*state, saved_child);
 }
 
 /* Attach must refuse the state and still work privately. */
@@ -3184,6 +3423,8 @@ int main(void)
 		T(test_health_segment_limit_falls_back_once),
 		T(test_health_shmmni_filled_by_another_user),
 		T(test_health_memfd_name_files),
+		T(test_health_memfd_counts_outlive_holders),
+		T(test_health_saved_counts_refuse_damage),
 		T(test_health_dir_symlink_not_used),
 		T(test_health_dir_writable_by_others_not_used),
 		T(test_health_dir_of_other_owner_not_used),
