@@ -204,7 +204,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_select: out of memory\n");
 		return 1;
 	}
-	rlb_health_attach_all(cfg, false);
+	rlb_health_attach_all(cfg, RLB_STATE_COUNT, false);
 
 	printf("bench_select: ns per rlb_select() incl. rlb_now(), median of "
 	       "%d runs\n",

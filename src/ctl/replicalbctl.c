@@ -618,7 +618,8 @@ static int cmd_probe(struct rlb_config *cfg, const struct ctl_opts *o)
 		next = load_config(o);
 		if (next) {
 			rlb_snapshot_put(snap);
-			snap = rlb_snapshot_new(next, local_fqdn, false);
+			snap = rlb_snapshot_new(next, local_fqdn,
+						RLB_STATE_COUNT, false);
 		}
 		rc = probe_pass(snap ? snap->cfg : cfg, json);
 	}
@@ -877,7 +878,7 @@ int main(int argc, char **argv)
 	}
 	if (cmd->needs == CTL_NEEDS_LOOK || (o.given & CTL_OPT_PEEK)) {
 		/* Reading never creates or changes a state file. */
-		snap = rlb_snapshot_new_readonly(cfg, local_fqdn);
+		snap = rlb_snapshot_new(cfg, local_fqdn, RLB_STATE_LOOK, false);
 		cfg = NULL;
 		if (!snap) {
 			ctl_error("out of memory");
@@ -885,7 +886,8 @@ int main(int argc, char **argv)
 		}
 	} else if (cmd->needs == CTL_NEEDS_RUNTIME) {
 		/* Exactly what the library prepares; never prunes. */
-		snap = rlb_snapshot_new(cfg, local_fqdn, false);
+		snap = rlb_snapshot_new(cfg, local_fqdn, RLB_STATE_COUNT,
+					false);
 		cfg = NULL;
 		if (!snap) {
 			ctl_error("out of memory");

@@ -211,19 +211,15 @@ struct rlb_snapshot {
  * Take ownership of cfg and make it ready: each cluster's view (its
  * policy's priorities against its local_hostname, else cfg's, else
  * fqdn(), called only when a policy needs_hostname; fqdn may be NULL for
- * "") and its shared health (prune: drop the state of replicas no longer in
- * the config). Returns the snapshot with refs = 1, or NULL with errno
- * ENOMEM (cfg is freed).
+ * "") and its shared health, used as mode says (rlb_health_attach_all():
+ * RLB_STATE_LOOK creates and changes nothing shared, RLB_STATE_TURN
+ * charges nothing; prune: drop the state of replicas no longer in the
+ * config, only when counting). Returns the snapshot with refs = 1, or
+ * NULL with errno ENOMEM (cfg is freed).
  */
 struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
-				      const char *(*fqdn)(void), bool prune);
-/*
- * As rlb_snapshot_new(), with health attached for reading only
- * (rlb_health_attach_all_readonly()): nothing shared is created or
- * changed through this snapshot.
- */
-struct rlb_snapshot *rlb_snapshot_new_readonly(struct rlb_config *cfg,
-					       const char *(*fqdn)(void));
+				      const char *(*fqdn)(void),
+				      enum rlb_state_mode mode, bool prune);
 void rlb_snapshot_get(struct rlb_snapshot *snap);
 /*
  * Build view v of cluster c, its policy's part against local hostname

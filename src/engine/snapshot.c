@@ -94,10 +94,9 @@ static void snapshot_free(struct rlb_snapshot *snap)
 	free(snap);
 }
 
-/* rlb_snapshot_new(), health attached read-write or read-only. */
-static struct rlb_snapshot *snapshot_new(struct rlb_config *cfg,
-					 const char *(*fqdn)(void), bool prune,
-					 bool readonly)
+struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
+				      const char *(*fqdn)(void),
+				      enum rlb_state_mode mode, bool prune)
 {
 	struct rlb_snapshot *snap = calloc(1, sizeof(*snap));
 
@@ -124,28 +123,13 @@ static struct rlb_snapshot *snapshot_new(struct rlb_config *cfg,
 			goto out_free_snap;
 		c->view = &snap->views[i];
 	}
-	if (readonly)
-		rlb_health_attach_all_readonly(cfg);
-	else
-		rlb_health_attach_all(cfg, prune);
+	rlb_health_attach_all(cfg, mode, prune && mode == RLB_STATE_COUNT);
 	return snap;
 
 out_free_snap:
 	snapshot_free(snap);
 	errno = ENOMEM;
 	return NULL;
-}
-
-struct rlb_snapshot *rlb_snapshot_new(struct rlb_config *cfg,
-				      const char *(*fqdn)(void), bool prune)
-{
-	return snapshot_new(cfg, fqdn, prune, false);
-}
-
-struct rlb_snapshot *rlb_snapshot_new_readonly(struct rlb_config *cfg,
-					       const char *(*fqdn)(void))
-{
-	return snapshot_new(cfg, fqdn, false, true);
 }
 
 void rlb_snapshot_get(struct rlb_snapshot *snap)

@@ -315,7 +315,7 @@ static struct rlb_snapshot *members_snapshot(bool prune,
 			return NULL;
 		}
 	}
-	return rlb_snapshot_new(cfg, fqdn, prune);
+	return rlb_snapshot_new(cfg, fqdn, RLB_STATE_COUNT, prune);
 }
 
 /*
@@ -355,7 +355,8 @@ static void load_config(bool initial)
 			snap = members_snapshot(!initial, rlb_runtime_fqdn);
 	} else {
 		adopt_base(NULL);
-		snap = rlb_snapshot_new(cfg, rlb_runtime_fqdn, !initial);
+		snap = rlb_snapshot_new(cfg, rlb_runtime_fqdn, RLB_STATE_COUNT,
+					!initial);
 	}
 	if (!snap) {
 		pthread_mutex_unlock(&members_lock);

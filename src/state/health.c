@@ -272,7 +272,7 @@ static void add_to(struct rlb_cluster *c, size_t i, uint64_t id, uint64_t n,
 	long idx;
 
 	s = rlb_attach_check(c);
-	if (!s || s->readonly)
+	if (!s || s->readonly || !rlb_health_counting(c))
 		return;
 	if (c->s.half_life > 0)
 		rlb_health_decay(c, now);
@@ -332,7 +332,7 @@ void rlb_health_reset(struct rlb_cluster *c, size_t i)
 	struct store *s = rlb_attach_check(c);
 	size_t first = i, last = i;
 
-	if (!s || s->readonly)
+	if (!s || s->readonly || !rlb_health_counting(c))
 		return;
 	if (i == SIZE_MAX) {
 		first = 0;

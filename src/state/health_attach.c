@@ -471,7 +471,7 @@ static struct store *store_of(const struct rlb_cluster *c)
 	saved = errno;
 	/* Files and segments opened here are closed here: no cancel. */
 	cancel = rlb_cancel_off();
-	s = h->readonly ? attach_look(h, c) : attach_rw(h, c);
+	s = h->use == RLB_STATE_LOOK ? attach_look(h, c) : attach_rw(h, c);
 	rlb_cancel_restore(cancel);
 	if (!s) {
 		atomic_store(&h->mode, HEALTH_NONE);
@@ -488,7 +488,8 @@ static struct store *store_of(const struct rlb_cluster *c)
 	return s;
 }
 
-void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
+void rlb_health_attach_all(struct rlb_config *cfg, enum rlb_state_mode mode,
+			   bool prune)
 {
 	struct health_dirs *dirs;
 	int saved = errno;
@@ -510,6 +511,7 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 		if (!h)
 			continue;
 		h->cluster = c;
+		h->use = mode;
 		/* A DNS cluster's members come and go between snapshots;
 		 * one that returns finds its counts (design.md §15). */
 		h->prune = prune && !c->srv && !c->dns;
@@ -520,16 +522,6 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune)
 	}
 	dirs_put(dirs);
 	errno = saved;
-}
-
-void rlb_health_attach_all_readonly(struct rlb_config *cfg)
-{
-	if (!cfg)
-		return;
-	rlb_health_attach_all(cfg, false);
-	for (size_t i = 0; i < cfg->nclusters; i++)
-		if (cfg->clusters[i].health)
-			cfg->clusters[i].health->readonly = true;
 }
 
 void rlb_health_detach(struct rlb_health *h)

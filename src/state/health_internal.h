@@ -264,18 +264,26 @@ struct rlb_health {
 	unsigned nretired;		   /* entries of retired */
 	const struct rlb_cluster *cluster; /* whose health this is */
 	struct health_dirs *dirs;	   /* the state directory */
-	bool readonly;			 /* a look that writes nothing (§6) */
-	bool prune;			 /* prune at attach (a reload) */
-	_Atomic int mode;		 /* enum health_mode */
-	_Atomic bool grow_owed;		 /* a claim found no room */
-	_Atomic uint64_t dead_successor; /* one that could not be attached */
-	_Atomic int64_t checked_ms;	 /* coarse tick of the last check */
-	_Atomic int64_t follow_ms;	 /* next read of the name file */
-	_Atomic int64_t reclaim_ms;	 /* no reclaim before this */
-	_Atomic int64_t shm_retry_ms;	 /* in a memfd: no segment tried
-					  * again before this */
-	_Atomic pid_t busy;		 /* process in a slow path, 0 if none */
+	enum rlb_state_mode use;	   /* LOOK writes nothing (§6), TURN
+					    * charges nothing */
+	bool prune;			   /* prune at attach (a reload) */
+	_Atomic int mode;		   /* enum health_mode */
+	_Atomic bool grow_owed;		   /* a claim found no room */
+	_Atomic uint64_t dead_successor;   /* one that could not be attached */
+	_Atomic int64_t checked_ms;	   /* coarse tick of the last check */
+	_Atomic int64_t follow_ms;	   /* next read of the name file */
+	_Atomic int64_t reclaim_ms;	   /* no reclaim before this */
+	_Atomic int64_t shm_retry_ms;	   /* in a memfd: no segment tried
+					    * again before this */
+	_Atomic pid_t busy; /* process in a slow path, 0 if none */
 };
+
+/* Whether c's state takes charges (errors, slowdowns, connections):
+ * attached RLB_STATE_COUNT. */
+static inline bool rlb_health_counting(const struct rlb_cluster *c)
+{
+	return c->health && c->health->use == RLB_STATE_COUNT;
+}
 
 /* Whether s is shared through the name file (a segment or a memfd). */
 static inline bool rlb_store_named(const struct store *s)

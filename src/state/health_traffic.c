@@ -339,7 +339,8 @@ static struct health_slot *traffic_slot(struct rlb_cluster *c, size_t i,
 	uint32_t idx;
 
 	*sp = s;
-	if (!s || s->readonly || i >= s->nreplicas || i >= c->nreplicas)
+	if (!s || s->readonly || !rlb_health_counting(c) || i >= s->nreplicas ||
+	    i >= c->nreplicas)
 		return NULL;
 	idx = atomic_load_explicit(&s->slot[i], memory_order_relaxed);
 	if (idx >= s->nslots ||
@@ -402,7 +403,7 @@ void rlb_health_conn_fork(struct rlb_cluster *c, uint64_t ino, int step)
 	int saved = errno, r;
 	uint64_t o;
 
-	if (!s || !s->map || s->readonly)
+	if (!s || !s->map || s->readonly || !rlb_health_counting(c))
 		goto out;
 	rows = rlb_ledger_rows(s->map, s->nslots);
 	if (step == 1) { /* the parent: the row is the child's now */
@@ -447,7 +448,8 @@ void rlb_health_conn_send(struct rlb_cluster *c, uint64_t ino)
 	struct health_conn *e;
 	int saved = errno, r;
 
-	if (!ino || !s || s->readonly || (r = row_of(s)) < 0 ||
+	if (!ino || !s || s->readonly || !rlb_health_counting(c) ||
+	    (r = row_of(s)) < 0 ||
 	    !(e = conn_find(conns_of(s->map, s->nslots), ino)))
 		goto out;
 	if (atomic_load(&e->holders)) {
@@ -466,8 +468,9 @@ bool rlb_health_conn_receive(struct rlb_cluster *c, uint64_t ino,
 	bool took = false;
 	int saved = errno, r;
 
-	if (!ino || !rlb_health_has_state(c) || !(s = rlb_attach_check(c)) ||
-	    s->readonly || !(e = conn_find(conns_of(s->map, s->nslots), ino)) ||
+	if (!ino || !rlb_health_counting(c) || !rlb_health_has_state(c) ||
+	    !(s = rlb_attach_check(c)) || s->readonly ||
+	    !(e = conn_find(conns_of(s->map, s->nslots), ino)) ||
 	    !atomic_load(&e->holders) || (r = row_of(s)) < 0)
 		goto out;
 	*replica = atomic_load(&e->replica);
@@ -496,7 +499,9 @@ void rlb_health_conn_drop(struct rlb_cluster *c, uint64_t ino)
 
 	/* A segment replaced meanwhile moved the entry: the store in force
 	 * is looked at once more. */
-	for (int tries = 0; tries < 2 && s && !s->readonly; tries++) {
+	for (int tries = 0;
+	     tries < 2 && s && !s->readonly && rlb_health_counting(c);
+	     tries++) {
 		if ((r = row_of(s)) < 0)
 			break;
 		e = conn_find(conns_of(s->map, s->nslots), ino);

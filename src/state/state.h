@@ -31,19 +31,31 @@
 const char *rlb_health_state_dir(const struct rlb_config *cfg, char *buf,
 				 size_t len);
 /*
- * Give every cluster of cfg its health handle (sets c->health), to be
- * attached at the cluster's first use: no system call here (design.md
- * §12.4). With `prune`, state of replicas no longer in the cluster is
- * dropped when it is attached. Never fails: problems fall back to private
+ * How a process uses a cluster's state (design.md §12.4):
+ * - RLB_STATE_COUNT: everything, errors, slowdowns, connections and
+ *   round-robin turns (the preload library, replicalbctl record-error);
+ * - RLB_STATE_TURN: reads, and takes round-robin turns, but charges
+ *   nothing: no error, slowdown, connect or connection (a resolver that
+ *   sees no connect, as an NSS module);
+ * - RLB_STATE_LOOK: reads only; nothing is created or written
+ *   (replicalbctl status, resolve --peek; see below).
+ */
+enum rlb_state_mode { RLB_STATE_LOOK, RLB_STATE_TURN, RLB_STATE_COUNT };
+/*
+ * Give every cluster of cfg its health handle (sets c->health), used
+ * as mode says and attached at the cluster's first use: no system call here
+ * (design.md §12.4). With `prune`, state of replicas no longer in the cluster
+ * is dropped when it is attached. Never fails: problems fall back to private
  * state and log one warning (a handle that cannot be allocated is NULL
  * and counts nothing). Never waits for another process.
  */
-void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
+void rlb_health_attach_all(struct rlb_config *cfg, enum rlb_state_mode mode,
+			   bool prune);
 /*
- * Attach every cluster of cfg for reading only (replicalbctl status and
- * resolve --peek, design.md §6), at first use: the segment an existing,
- * valid state file names is attached SHM_RDONLY and each replica's slot
- * is looked up, never claimed; nothing is created or written, no
+ * RLB_STATE_LOOK: every cluster of cfg attached for reading only
+ * (replicalbctl status and resolve --peek, design.md §6), at first use: the
+ * segment an existing, valid state file names is attached SHM_RDONLY and each
+ * replica's slot is looked up, never claimed; nothing is created or written, no
  * directory either. A replica without a slot
  * reads as 0 errors and 0 slowdowns; a missing or unusable file or
  * directory as all zeroes, with T unset. Every update (decay, adds,
@@ -52,7 +64,6 @@ void rlb_health_attach_all(struct rlb_config *cfg, bool prune);
  * " (absent)" when it does not exist yet and " (private)" when it cannot
  * be used.
  */
-void rlb_health_attach_all_readonly(struct rlb_config *cfg);
 void rlb_health_detach(struct rlb_health *h);
 /*
  * Path of the state file in use, or "(private)" (read-only: see above);

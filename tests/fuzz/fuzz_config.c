@@ -279,7 +279,7 @@ static void load_and_select(char *env, const struct outcome *str)
 		return;
 	}
 	fuzz_check(rlb_config_changed(cfg) == false, "unchanged files");
-	snap = rlb_snapshot_new(cfg, NULL, false);
+	snap = rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT, false);
 	if (!snap)
 		return;
 	for (size_t i = 0; i < cfg->nclusters; i++)

@@ -170,7 +170,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fuzz_path(state, sizeof(state), fuzz_scratch_dir("resolve"), "state");
 	free(cfg->state_dir);
 	cfg->state_dir = strdup(state);
-	snap = rlb_snapshot_new(cfg, NULL, true);
+	snap = rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT, true);
 	if (!snap || !cfg->state_dir)
 		exit(1);
 	real_getaddrinfo = rlb_libc()->getaddrinfo;

@@ -135,7 +135,7 @@ static struct rlb_snapshot *attach(const char *text, bool prune)
 	}
 	free(cfg->state_dir);
 	cfg->state_dir = strdup(cfg_state_dir);
-	return rlb_snapshot_new(cfg, NULL, prune);
+	return rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT, prune);
 }
 
 static char *state_path(char *buf, size_t len, const char *dir, size_t k)
@@ -714,7 +714,7 @@ static void operate(struct run *r, struct fuzz_input *in)
 		set_aside(sel % NCLUSTERS);
 		break;
 	case 10:
-		rlb_health_attach_all(r->a->cfg, sel & 1);
+		rlb_health_attach_all(r->a->cfg, RLB_STATE_COUNT, sel & 1);
 		break;
 	case 11:
 		sort_keys(in);

@@ -131,7 +131,8 @@ struct fx *fx_new(const struct fx_spec *spec)
 	struct fx *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	f->snap = rlb_snapshot_new(fx_parse(spec), NULL, false);
+	f->snap =
+		rlb_snapshot_new(fx_parse(spec), NULL, RLB_STATE_COUNT, false);
 	assert_non_null(f->snap);
 	f->c = &f->snap->cfg->clusters[0];
 	assert_int_equal(f->c->nreplicas, spec->n);

@@ -40,8 +40,8 @@ char *fx_text(const struct fx_spec *spec);
  */
 struct rlb_config *fx_parse(const struct fx_spec *spec);
 /*
- * spec parsed and made ready by rlb_snapshot_new(cfg, NULL, false):
- * hostname priorities against the cluster's local_hostname (given in
+ * spec parsed and made ready by rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT,
+ * false): hostname priorities against the cluster's local_hostname (given in
  * settings), else "" (never this host's name); shared health in a state
  * file of the scratch directory (checked not to be private state). Two
  * fixtures with the same name share that file, as two processes or a

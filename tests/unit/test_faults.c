@@ -794,7 +794,7 @@ static void state_steps(void)
 	int rc;
 
 	step = S_STATE_RW;
-	rlb_health_attach_all(gcfg, false);
+	rlb_health_attach_all(gcfg, RLB_STATE_COUNT, false);
 	for (int n = 0; n < 3; n++)
 		rlb_health_add_errors(c, 0, 1, now);
 	e = rlb_health_errors(c, 0, now, false);
@@ -815,7 +815,7 @@ static void state_steps(void)
 		note_fault(private_after, sizeof(private_after));
 
 	step = S_STATE_RO;
-	rlb_health_attach_all_readonly(glook);
+	rlb_health_attach_all(glook, RLB_STATE_LOOK, false);
 	e = rlb_health_errors(l, 0, now, true);
 	if (e != 0 && e != 4)
 		problem("state look: %llu errors, 4 counted", e);
@@ -1204,7 +1204,7 @@ static void test_faults_state_dir_fstat_failure_says_why(void **state)
 	ssize_t n;
 	int fd;
 
-	rlb_health_attach_all(gcfg, false);
+	rlb_health_attach_all(gcfg, RLB_STATE_COUNT, false);
 	rlb_health_add_errors(&gcfg->clusters[0], 0, 1, rlb_now());
 	snprintf(path, sizeof(path), "%s/log", tmpdir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -1212,7 +1212,7 @@ static void test_faults_state_dir_fstat_failure_says_why(void **state)
 	dup2(fd, STDERR_FILENO);
 	real = *rlb_libc();
 	install(E_fstat, 1, EIO);
-	rlb_health_attach_all_readonly(glook);
+	rlb_health_attach_all(glook, RLB_STATE_LOOK, false);
 	assert_int_equal(rlb_health_errors(l, 0, 0, true), 0);
 	install(E_fstat, 1, EIO);
 	assert_int_equal(rlb_health_remove_state(gcfg, true, NULL), -1);
@@ -1472,11 +1472,11 @@ static void victim_calls(struct victim *v)
 	if (v->snap)
 		rlb_runtime_release(v->snap);
 	v->snap = NULL;
-	rlb_health_attach_all(gcfg, false);
+	rlb_health_attach_all(gcfg, RLB_STATE_COUNT, false);
 	rlb_health_add_errors(g, 0, 1, rlb_now());
 	clock_offset_ms += 1100;
 	rlb_health_add_errors(g, 0, 1, rlb_now());
-	rlb_health_attach_all_readonly(glook);
+	rlb_health_attach_all(glook, RLB_STATE_LOOK, false);
 	rlb_health_errors(&glook->clusters[0], 0, rlb_now(), true);
 	pthread_testcancel();
 }
@@ -1549,7 +1549,7 @@ static void check_after_cancel(unsigned n, int timeout)
 		problem("cancel #%u (%s): a forked child's lookup: %d", n, at,
 			rc);
 	/* g.cluster's state usable, then removed for the next round. */
-	rlb_health_attach_all(gcfg, false);
+	rlb_health_attach_all(gcfg, RLB_STATE_COUNT, false);
 	rlb_health_reset(g, SIZE_MAX);
 	rlb_health_add_errors(g, 0, 1, rlb_now());
 	if (rlb_health_errors(g, 0, rlb_now(), false) != 1)

@@ -205,7 +205,7 @@ static void cfg_free(struct rlb_config *cfg)
  */
 static void attach_now(struct rlb_config *cfg, bool prune)
 {
-	rlb_health_attach_all(cfg, prune);
+	rlb_health_attach_all(cfg, RLB_STATE_COUNT, prune);
 	for (size_t i = 0; i < cfg->nclusters; i++)
 		rlb_health_path(cfg->clusters[i].health);
 }
@@ -1071,7 +1071,7 @@ static void test_health_attached_at_first_use(void **state)
 		c->replicas[0].identity = rlb_hash64("h", 1, 0);
 	}
 	live_track(cfg, NULL);
-	rlb_health_attach_all(cfg, true);
+	rlb_health_attach_all(cfg, RLB_STATE_COUNT, true);
 	assert_int_equal(lstat(f->state, &st), -1);
 	/* The first selection attaches its cluster, and only that one. */
 	sel = rlb_selection_new(1);
@@ -1859,7 +1859,7 @@ static int child_start(const char *dir, atomic_int *gate, int adds)
 	int rc = 0;
 
 	cfg->clusters[0].s.error_cap = 1000000;
-	rlb_health_attach_all(cfg, false);
+	rlb_health_attach_all(cfg, RLB_STATE_COUNT, false);
 	gate_wait(gate);
 	for (int i = 0; i < adds; i++)
 		add_errors(&cfg->clusters[0], 0, 1);
@@ -2403,7 +2403,7 @@ static int victim_third(const char *dir, struct victims *v)
 	cfg_free(cfg);
 	/* And a look (replicalbctl status) sees it all, read-only. */
 	cfg = cfg_new(dir, "db", hosts_ab, 2);
-	rlb_health_attach_all_readonly(cfg);
+	rlb_health_attach_all(cfg, RLB_STATE_LOOK, false);
 	VCHECK(v, strcmp(rlb_health_path(cfg->clusters[0].health), path) == 0);
 	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 2);
 	cfg_free(cfg);
@@ -2575,7 +2575,7 @@ static int saved_child(const char *dir, struct victims *v)
 			  (st.st_mode & 07777) == 0600);
 	/* A look (replicalbctl status) with nobody holding it: the saved. */
 	cfg = cfg_new(dir, "db", hosts_ab, 2);
-	rlb_health_attach_all_readonly(cfg);
+	rlb_health_attach_all(cfg, RLB_STATE_LOOK, false);
 	VCHECK(v, errors0(cfg) == 5);
 	VCHECK(v, strstr(rlb_health_path(cfg->clusters[0].health),
 			 "db.state (saved)") != NULL);
@@ -2939,7 +2939,7 @@ static struct rlb_config *attach_ro(const char *dir, const char *name,
 {
 	struct rlb_config *cfg = cfg_new(dir, name, hosts, n);
 
-	rlb_health_attach_all_readonly(cfg);
+	rlb_health_attach_all(cfg, RLB_STATE_LOOK, false);
 	assert_non_null(cfg->clusters[0].health);
 	return cfg;
 }
@@ -3113,6 +3113,53 @@ static struct rlb_traffic traffic_of(const struct rlb_cluster *c, size_t i)
 
 	rlb_health_traffic(c, i, &t);
 	return t;
+}
+
+/*
+ * RLB_STATE_TURN (an NSS module's use): the shared state is made and
+ * read, round-robin turns are taken for everyone, and nothing is charged:
+ * no error, slowdown, reset, connect or connection.
+ */
+static void test_health_turn_takes_turns_charges_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct rlb_config *cnt = attach1(f->state, "db", hosts_ab, 2, false);
+	struct rlb_config *turn = cfg_new(f->state, "db", hosts_ab, 2);
+	struct rlb_cluster *w = &cnt->clusters[0], *c;
+
+	add_errors(w, 0, 5);
+	rlb_health_rr_next(w);
+	rlb_health_attach_all(turn, RLB_STATE_TURN, true);
+	c = &turn->clusters[0];
+	assert_string_equal(rlb_health_path(c->health),
+			    rlb_health_path(w->health));
+	assert_int_equal(rlb_health_errors(c, 0, 0, false), 5);
+	/* Turns are taken, and everyone sees them. */
+	assert_int_equal(rlb_health_rr_next(c), 1);
+	assert_int_equal(rlb_health_rr_next(c), 2);
+	assert_int_equal(rlb_health_rr_peek(w), 3);
+	/* Charges are not. */
+	add_errors(c, 1, 3);
+	rlb_health_add_slowdowns(c, 1, 2, rlb_health_decay_time(c));
+	rlb_health_reset(c, 0);
+	rlb_health_count_connect(c, 1, true);
+	rlb_health_count_connect(c, 1, false);
+	assert_false(rlb_health_conn_take(c, 1, 2001));
+	assert_int_equal(rlb_health_errors(w, 0, 0, false), 5);
+	assert_int_equal(rlb_health_errors(w, 1, 0, false), 0);
+	assert_int_equal(
+		rlb_health_slowdowns(w, 1, rlb_health_decay_time(w), false), 0);
+	assert_int_equal(traffic_of(w, 1).connects, 0);
+	assert_int_equal(traffic_of(w, 1).failures, 0);
+	assert_int_equal(in_flight_of(w, 1), 0);
+	/* A connection another process counts is not let go by it. */
+	assert_true(rlb_health_conn_take(w, 0, 2002));
+	rlb_health_conn_drop(c, 2002);
+	assert_int_equal(in_flight_of(w, 0), 1);
+	rlb_health_conn_drop(w, 2002);
+	assert_int_equal(in_flight_of(w, 0), 0);
+	cfg_free(turn);
+	cfg_free(cnt);
 }
 
 /* Take, take again, drop: one connection, counted once, then none. */
@@ -3360,7 +3407,7 @@ static void test_traffic_readonly_writes_nothing(void **state)
 	struct rlb_cluster *r;
 
 	assert_true(rlb_health_conn_take(&cfg->clusters[0], 0, 5001));
-	rlb_health_attach_all_readonly(ro);
+	rlb_health_attach_all(ro, RLB_STATE_LOOK, false);
 	r = &ro->clusters[0];
 	assert_int_equal(traffic_of(r, 0).in_flight, 1);
 	assert_false(rlb_health_conn_take(r, 0, 5002));
@@ -3436,6 +3483,7 @@ int main(void)
 		T(test_health_unattached_is_harmless),
 		T(test_health_readonly_reads_and_writes_nothing),
 		T(test_health_readonly_creates_nothing),
+		T(test_health_turn_takes_turns_charges_nothing),
 		T(test_traffic_take_and_drop),
 		T(test_traffic_fork_child_holds),
 		T(test_traffic_killed_holders_reclaimed),

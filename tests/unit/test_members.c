@@ -597,7 +597,7 @@ static void test_members_srv_weights_order_ties(void **state)
 	refresh(&ms, c, 0);
 	assert_int_equal(rlb_members_add(c, &ms), 0);
 	rlb_membership_clear(&ms);
-	snap = rlb_snapshot_new(cfg, NULL, false);
+	snap = rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT, false);
 	assert_non_null(snap);
 	c = &snap->cfg->clusters[0];
 	assert_true(c->weighted);

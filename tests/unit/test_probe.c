@@ -134,7 +134,7 @@ static struct rlb_config *load(struct fixture *f, const char *settings,
 	}
 	rlb_diag_free(&diag);
 	free(text);
-	f->snap = rlb_snapshot_new(cfg, NULL, false);
+	f->snap = rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT, false);
 	assert_non_null(f->snap);
 	return f->snap->cfg;
 }

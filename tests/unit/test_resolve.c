@@ -165,7 +165,7 @@ static int setup(void **state)
 	}
 	free(cfg->state_dir);
 	cfg->state_dir = strdup(tmpdir);
-	snap = rlb_snapshot_new(cfg, NULL, true);
+	snap = rlb_snapshot_new(cfg, NULL, RLB_STATE_COUNT, true);
 	if (!snap)
 		return -1;
 	real_gai = rlb_libc()->getaddrinfo;
