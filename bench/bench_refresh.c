@@ -148,17 +148,17 @@ static void write_config(const char *dir)
 static void resolve(const char *name)
 {
 	static const struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
-	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_session_acquire();
 	struct rlb_cluster *c = rlb_config_find(snap->cfg, name);
 	struct addrinfo *res = NULL;
 
 	if (c->srv)
-		c = rlb_runtime_members(c, &snap);
+		c = rlb_session_members(c, &snap);
 	if (!c || rlb_resolve_getaddrinfo(c, "9000", &hints, &res) != 0) {
 		fprintf(stderr, "bench_refresh: %s does not resolve\n", name);
 		exit(1);
 	}
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	freeaddrinfo(res);
 }
 
@@ -241,7 +241,7 @@ int main(int argc, char **argv)
 	write_config(dir);
 	setenv("REPLICALB_LOG_LEVEL", "none", 1);
 	rlb_libc_bind();
-	rlb_runtime_set_dns(&fake_dns);
+	rlb_session_set_dns(&fake_dns);
 	real_now = rlb_libc()->now;
 	rlb_libc()->now = shifted_now;
 	resolve("dns.cluster"); /* the first answer */

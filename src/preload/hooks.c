@@ -17,13 +17,13 @@ static struct rlb_cluster *virtual_cluster(const char *name,
 {
 	struct rlb_cluster *c;
 
-	if (!name || !(*snap = rlb_runtime_acquire()))
+	if (!name || !(*snap = rlb_session_acquire()))
 		return NULL;
 	c = rlb_config_find((*snap)->cfg, name);
 	if (!c)
-		rlb_runtime_release(*snap);
+		rlb_session_release(*snap);
 	else if (c->srv || c->dns)
-		c = rlb_runtime_members(c, snap);
+		c = rlb_session_members(c, snap);
 	return c;
 }
 
@@ -39,7 +39,7 @@ RLB_EXPORT int getaddrinfo(const char *node, const char *service,
 	    !(c = virtual_cluster(node, &snap)))
 		return rlb_libc()->getaddrinfo(node, service, hints, res);
 	rc = rlb_resolve_getaddrinfo(c, service, hints, res);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return rc;
 }
 
@@ -56,7 +56,7 @@ RLB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret,
 						    result, h_errnop);
 	rc = rlb_resolve_gethostbyname(c, name, af, ret, buf, buflen, result,
 				       h_errnop);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return rc;
 }
 
@@ -73,7 +73,7 @@ RLB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
 						   result, h_errnop);
 	rc = rlb_resolve_gethostbyname(c, name, AF_INET, ret, buf, buflen,
 				       result, h_errnop);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return rc;
 }
 
@@ -86,7 +86,7 @@ RLB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 	if (!c)
 		return rlb_libc()->gethostbyname2(name, af);
 	h = rlb_resolve_gethostbyname_static(c, name, af);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return h;
 }
 
@@ -99,7 +99,7 @@ RLB_EXPORT struct hostent *gethostbyname(const char *name)
 	if (!c)
 		return rlb_libc()->gethostbyname(name);
 	h = rlb_resolve_gethostbyname_static(c, name, AF_INET);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return h;
 }
 
@@ -213,9 +213,9 @@ RLB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	 * looked at whenever it is configured at all. Only a message with
 	 * room for a descriptor costs more than one comparison. */
 	if (rc >= 0 && msg && msg->msg_controllen >= CMSG_LEN(sizeof(int)) &&
-	    (snap = rlb_runtime_acquire())) {
+	    (snap = rlb_session_acquire())) {
 		rlb_track_recvmsg_done(msg);
-		rlb_runtime_release(snap);
+		rlb_session_release(snap);
 	}
 	return rc;
 }

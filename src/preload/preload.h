@@ -1,36 +1,20 @@
-/* preload/preload.h - the preload library: process state (runtime.c), answers
- * (resolve.c), the DNS cache (dnscache.c) and connect tracking (track.c). */
+/* preload/preload.h - the preload library, a product of the session
+ * (session/session.h): its wiring and charging (runtime.c), answers
+ * (resolve.c), the DNS cache (dnscache.c) and connect tracking (track_*.c). */
 #ifndef RLB_PRELOAD_H
 #define RLB_PRELOAD_H
 
-#include "engine/engine.h"
+#include "session/session.h"
 
 /* ------------------------------------------------------------------ */
-/* runtime.c */
+/* runtime.c: the preload as a product of the session (session.h) */
 
-/*
- * Process-wide state of the preload library: the snapshot in force, hot
- * reload, the local hostname, and the library's one fork handler.
- */
-
-/*
- * The snapshot in force with a reference held, or NULL when disabled or
- * unconfigured. Checks for a changed file at most about once a second.
- * Release with rlb_runtime_release().
- */
-struct rlb_snapshot *rlb_runtime_acquire(void);
-void rlb_runtime_release(struct rlb_snapshot *snap);
 /*
  * At exit and before exec: the counts of memfd state this process changed
  * are saved for the next process (rlb_health_save_changed()). Nothing
- * when the runtime never started. Keeps errno.
+ * when the session never started. Keeps errno.
  */
 void rlb_runtime_save_state(void);
-/*
- * This host's FQDN (design.md §3.2), computed once per process with
- * rlb_local_fqdn(). Never NULL.
- */
-const char *rlb_runtime_fqdn(void);
 /*
  * Count failure f against its replicas in the snapshot in force (what
  * tracking reports; see rlb_snapshot_charge()). Keeps errno.
@@ -41,20 +25,6 @@ size_t rlb_runtime_receive(uint64_t ino, struct rlb_owner *owners);
 /* rlb_track_ops.traffic over the snapshot in force. Keeps errno. */
 void rlb_runtime_traffic(const struct rlb_owner *owners, size_t n, uint64_t ino,
 			 enum rlb_conn_event ev);
-/*
- * Cluster c (of *snap, held) has DNS sources: refresh its members when
- * due (design.md §15). The very first answer is waited for (no longer
- * than glibc's lookup of one name may take); later ones, and every one
- * after a failed first, are asked in the background while resolution
- * goes on with the members in force. Not a cancellation point: a cancel
- * waits until it returns. Returns the cluster to answer from, in *snap (which
- * may have been replaced by the snapshot with the first members), or NULL with
- * no reference held. Keeps errno.
- */
-struct rlb_cluster *rlb_runtime_members(struct rlb_cluster *c,
-					struct rlb_snapshot **snap);
-/* Test seam: memberships ask dns from now on (NULL: the library's stub). */
-void rlb_runtime_set_dns(const struct rlb_dns_client *dns);
 /* rlb_track_ops.next_address over the snapshot in force. */
 bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
 			      const struct sockaddr *failed, socklen_t len,

@@ -39,7 +39,7 @@ targets=${*:-$all_targets}
 # The library sources each target needs: the core, plus the preload layer
 # for resolve (it also brings in track.c).
 core="base/libc base/env base/util base/log model/policy model/config model/config_copy model/config_keys model/config_parse model/config_load model/dnsmsg model/resolv_conf state/health state/health_attach state/health_dir state/health_gc state/health_memfd state/health_saved state/health_segment state/health_table state/health_side state/health_traffic engine/policies engine/policy_hostname engine/policy_order engine/policy_random engine/policy_least_request engine/select engine/snapshot engine/answer engine/members engine/members_shared engine/dns_client"
-preload="preload/runtime preload/resolve preload/dnscache preload/track_addrs preload/track_pending preload/track_ledger preload/track_hedge preload/track_connect"
+preload="session/session preload/runtime preload/resolve preload/dnscache preload/track_addrs preload/track_pending preload/track_ledger preload/track_hedge preload/track_connect"
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra \

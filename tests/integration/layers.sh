@@ -14,9 +14,10 @@ declare -A below=(
 	[model]="model base"
 	[state]="state model base"
 	[engine]="engine state model base"
-	[preload]="preload engine state model base"
-	[nss]="nss engine state model base"
-	[ctl]="ctl engine state model base"
+	[session]="session engine state model base"
+	[preload]="preload session engine state model base"
+	[nss]="nss session engine state model base"
+	[ctl]="ctl session engine state model base"
 )
 
 bad=
@@ -62,6 +63,10 @@ check_eq "state.h builds on model.h" 'model/model.h' \
 	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/state/state.h")"
 check_eq "engine.h builds on state.h" 'state/state.h' \
 	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/engine/engine.h")"
+check_eq "session.h builds on engine.h" 'engine/engine.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/session/session.h")"
+check_eq "preload.h builds on session.h" 'session/session.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/preload/preload.h")"
 
 lib=${RLB_LIB##* }
 ctl=$top_builddir/replicalbctl

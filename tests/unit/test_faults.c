@@ -880,11 +880,11 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		problem("config load failed (%d) with no fault", rc);
 
 	step = S_ACQUIRE;
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	if (!snap || !(c = rlb_config_find(snap->cfg, "f.cluster"))) {
 		problem("no snapshot in force");
 		if (snap)
-			rlb_runtime_release(snap);
+			rlb_session_release(snap);
 		return;
 	}
 	rlb_health_reset(c, SIZE_MAX);
@@ -999,7 +999,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 			clock_forward(20);
 		res = NULL;
 		if (d)
-			d = rlb_runtime_members(d, &snap);
+			d = rlb_session_members(d, &snap);
 		if (!d) {
 			problem("d.cluster: no cluster");
 			return;
@@ -1027,7 +1027,7 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 	rlb_track_sweep();
 	errs[0] = rlb_health_errors(c, 1, 0, false);
 	errs[1] = rlb_health_errors(c, 0, 0, false);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 }
 
 /* The errno's name ("EINTR"), or getaddrinfo's code. */
@@ -1254,12 +1254,12 @@ static bool dns_asked_after(unsigned q, int64_t deadline)
 		if (test_ms() >= deadline)
 			return false;
 		clock_offset_ms += 20;
-		snap = rlb_runtime_acquire();
+		snap = rlb_session_acquire();
 		d = snap ? rlb_config_find(snap->cfg, "d.cluster") : NULL;
-		if (d && (d = rlb_runtime_members(d, &snap)))
-			rlb_runtime_release(snap);
+		if (d && (d = rlb_session_members(d, &snap)))
+			rlb_session_release(snap);
 		else if (snap && !d)
-			rlb_runtime_release(snap);
+			rlb_session_release(snap);
 		poll(NULL, 0, 5);
 	}
 	return true;
@@ -1278,20 +1278,20 @@ static void child_resolves(void)
 	int rc = -1;
 
 	alarm(5);
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	c = snap ? rlb_config_find(snap->cfg, "f.cluster") : NULL;
 	if (c && rlb_resolve_getaddrinfo(c, NULL, &hints, &res) == 0) {
 		freeaddrinfo(res);
 		res = NULL;
 		d = rlb_config_find(snap->cfg, "d.cluster");
-		if (d && (d = rlb_runtime_members(d, &snap))) {
+		if (d && (d = rlb_session_members(d, &snap))) {
 			rc = rlb_resolve_getaddrinfo(d, NULL, &hints, &res);
 			if (res)
 				freeaddrinfo(res);
-			rlb_runtime_release(snap);
+			rlb_session_release(snap);
 		}
 	} else if (snap) {
-		rlb_runtime_release(snap);
+		rlb_session_release(snap);
 	}
 	/* Ended by exec: valgrind checks no leaks of the parent's threads,
 	 * whose stacks alone held what they had allocated. */
@@ -1343,15 +1343,15 @@ static void test_faults_fork_during_refresh(void **state)
 	atomic_store(&dns_hold_ms, 900);
 	q = atomic_load(&dns_questions);
 	clock_offset_ms += 1100;
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	assert_non_null(snap);
 	d = rlb_config_find(snap->cfg, "d.cluster");
 	assert_non_null(d);
 	/* Due: asked in the background, answered with what is in force. */
-	d = rlb_runtime_members(d, &snap);
+	d = rlb_session_members(d, &snap);
 	assert_non_null(d);
 	assert_true(d->nreplicas > 0);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	t0 = test_ms();
 	while (atomic_load(&dns_questions) == q && test_ms() - t0 < 2000)
 		poll(NULL, 0, 1);
@@ -1427,7 +1427,7 @@ static void victim_cleanup(void *arg)
 	if (v->fd >= 0)
 		rlb_track_close(v->fd);
 	if (v->snap)
-		rlb_runtime_release(v->snap);
+		rlb_session_release(v->snap);
 }
 
 /* The program's calls of one resolution of each cluster, its connects,
@@ -1441,7 +1441,7 @@ static void victim_calls(struct victim *v)
 	char hbuf[1024], fqdn[256];
 	int herr;
 
-	v->snap = rlb_runtime_acquire();
+	v->snap = rlb_session_acquire();
 	c = v->snap ? rlb_config_find(v->snap->cfg, "f.cluster") : NULL;
 	if (c && rlb_resolve_getaddrinfo(c, NULL, &hints, &v->res) == 0) {
 		rlb_resolve_gethostbyname(c, "f.cluster", AF_INET, &he, hbuf,
@@ -1462,7 +1462,7 @@ static void victim_calls(struct victim *v)
 		v->res = NULL;
 	}
 	c = v->snap ? rlb_config_find(v->snap->cfg, "d.cluster") : NULL;
-	if (c && !(c = rlb_runtime_members(c, &v->snap)))
+	if (c && !(c = rlb_session_members(c, &v->snap)))
 		v->snap = NULL; /* no reference held */
 	if (c && rlb_resolve_getaddrinfo(c, NULL, &hints, &v->res) == 0) {
 		freeaddrinfo(v->res);
@@ -1470,7 +1470,7 @@ static void victim_calls(struct victim *v)
 	}
 	rlb_local_fqdn(fqdn, sizeof(fqdn));
 	if (v->snap)
-		rlb_runtime_release(v->snap);
+		rlb_session_release(v->snap);
 	v->snap = NULL;
 	rlb_health_attach_all(gcfg, RLB_STATE_COUNT, false);
 	rlb_health_add_errors(g, 0, 1, rlb_now());
@@ -1519,7 +1519,7 @@ static void check_after_cancel(unsigned n, int timeout)
 	/* A changed config is taken: no reload left busy. */
 	write_config(timeout);
 	clock_offset_ms += 1100;
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	if (!snap || snap->cfg->defaults.connect_timeout_ms != timeout)
 		problem("cancel #%u (%s): the config is no longer reloaded", n,
 			at);
@@ -1531,7 +1531,7 @@ static void check_after_cancel(unsigned n, int timeout)
 	if (res)
 		freeaddrinfo(res);
 	if (snap)
-		rlb_runtime_release(snap);
+		rlb_session_release(snap);
 	if (!dns_asked_after(atomic_load(&dns_questions), test_ms() + 3000))
 		problem("cancel #%u (%s): d.cluster no longer refreshed", n,
 			at);

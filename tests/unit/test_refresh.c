@@ -192,7 +192,7 @@ static int setup(void **state)
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
 	setenv("REPLICALB_LOG_LEVEL", "none", 1);
 	rlb_libc_bind();
-	rlb_runtime_set_dns(&fake_dns);
+	rlb_session_set_dns(&fake_dns);
 	test_clock_advance(0);
 	write_config("");
 	return 0;
@@ -214,20 +214,20 @@ static int teardown(void **state)
  */
 static void members_now(char *buf, size_t len)
 {
-	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_session_acquire();
 	struct rlb_cluster *c;
 	size_t off = 0;
 
 	assert_non_null(snap);
 	c = rlb_config_find(snap->cfg, "web.cluster");
 	assert_non_null(c);
-	c = rlb_runtime_members(c, &snap);
+	c = rlb_session_members(c, &snap);
 	buf[0] = '\0';
 	for (size_t i = 0; c && i < c->nreplicas && off < len; i++)
 		off += (size_t)snprintf(buf + off, len - off, "%s%s",
 					i ? " " : "", c->replicas[i].host);
 	if (c)
-		rlb_runtime_release(snap);
+		rlb_session_release(snap);
 }
 
 /* Resolve until the members are `want` (bounded: 5 s). */
@@ -290,22 +290,22 @@ static void test_refresh_keeps_counts_and_last_good(void **state)
 	char got[512];
 
 	/* Four from the test before; count errors against b. */
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	c = rlb_config_find(snap->cfg, "web.cluster");
 	assert_int_equal(c->nreplicas, 4);
 	assert_string_equal(c->replicas[1].host, "b.rlb.test");
 	rlb_health_add_errors(c, 1, 5, rlb_now());
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 
 	/* a and c leave: b keeps its five errors. */
 	serve(two, 2);
 	test_clock_advance(DUE_MS);
 	members_now(got, sizeof(got));
 	wait_members("b.rlb.test d.rlb.test");
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	c = rlb_config_find(snap->cfg, "web.cluster");
 	assert_int_equal(rlb_health_errors(c, 0, rlb_now(), true), 5);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 
 	/* DNS down: the last good members stay. */
 	pthread_mutex_lock(&dns_lock);
@@ -328,10 +328,10 @@ static void test_refresh_keeps_counts_and_last_good(void **state)
 	assert_string_equal(got, "b.rlb.test d.rlb.test");
 	set_gate(false);
 	wait_members("b.rlb.test d.rlb.test e.rlb.test");
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	c = rlb_config_find(snap->cfg, "web.cluster");
 	assert_int_equal(rlb_health_errors(c, 0, rlb_now(), true), 5);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 }
 
 static int no_thread(pthread_t *t, const pthread_attr_t *attr,
@@ -370,7 +370,7 @@ static void test_refresh_without_threads_or_resolver(void **state)
 static void test_refresh_never_answered_is_eai_again(void **state)
 {
 	static const struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
-	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_session_acquire();
 	struct addrinfo *res = NULL;
 	struct hostent he, *hp = NULL;
 	struct rlb_cluster *c;
@@ -381,7 +381,7 @@ static void test_refresh_never_answered_is_eai_again(void **state)
 	c = rlb_config_find(snap->cfg, "down.cluster");
 	assert_non_null(c);
 	/* The server answers nothing for it (fake_ask: EINVAL). */
-	c = rlb_runtime_members(c, &snap);
+	c = rlb_session_members(c, &snap);
 	assert_non_null(c);
 	assert_int_equal(c->nreplicas, 0);
 	assert_int_equal(rlb_resolve_getaddrinfo(c, "80", &hints, &res),
@@ -393,7 +393,7 @@ static void test_refresh_never_answered_is_eai_again(void **state)
 			 0);
 	assert_null(hp);
 	assert_int_equal(herr, TRY_AGAIN);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 }
 
 /* A reload that changes a cluster's sources starts its membership anew. */
@@ -427,22 +427,22 @@ static void test_refresh_reload_new_sources(void **state)
 /* members_now() for another thread: no cmocka there. */
 static void members_quiet(char *buf, size_t len)
 {
-	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_session_acquire();
 	struct rlb_cluster *c =
 		snap ? rlb_config_find(snap->cfg, "web.cluster") : NULL;
 	size_t off = 0;
 
 	buf[0] = '\0';
 	if (!c) {
-		rlb_runtime_release(snap);
+		rlb_session_release(snap);
 		return;
 	}
-	c = rlb_runtime_members(c, &snap);
+	c = rlb_session_members(c, &snap);
 	for (size_t i = 0; c && i < c->nreplicas && off < len; i++)
 		off += (size_t)snprintf(buf + off, len - off, "%s%s",
 					i ? " " : "", c->replicas[i].host);
 	if (c)
-		rlb_runtime_release(snap);
+		rlb_session_release(snap);
 }
 
 /* A program's thread: one resolution, then a cancellation point. */

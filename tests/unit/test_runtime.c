@@ -87,12 +87,12 @@ static int teardown(void **state)
 /* The policy of rt.cluster in the config in force now. */
 static enum rlb_policy policy_in_force(void)
 {
-	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_session_acquire();
 	enum rlb_policy p;
 
 	assert_non_null(snap);
 	p = rlb_config_find(snap->cfg, "RT.cluster.")->s.load_balancing;
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return p;
 }
 
@@ -114,7 +114,7 @@ static void test_runtime_disable_passes_through(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		setenv("REPLICALB_DISABLE", "1", 1);
-		_exit(rlb_runtime_acquire() == NULL ? 0 : 1);
+		_exit(rlb_session_acquire() == NULL ? 0 : 1);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
@@ -139,17 +139,17 @@ static void test_runtime_snapshot_stable_while_used(void **state)
 {
 	struct rlb_snapshot *outer, *inner;
 
-	outer = rlb_runtime_acquire();
+	outer = rlb_session_acquire();
 	assert_non_null(outer);
 	edit_config("random", "");
 	/* A nested use (a hook inside a hook) keeps the caller's snapshot. */
-	inner = rlb_runtime_acquire();
+	inner = rlb_session_acquire();
 	assert_ptr_equal(inner, outer);
-	rlb_runtime_release(inner);
+	rlb_session_release(inner);
 	assert_int_equal(
 		rlb_config_find(outer->cfg, "rt.cluster")->s.load_balancing,
 		RLB_POLICY_ROUND_ROBIN);
-	rlb_runtime_release(outer);
+	rlb_session_release(outer);
 	/* Released: the next use sees the new one. */
 	assert_int_equal(policy_in_force(), RLB_POLICY_RANDOM);
 }
@@ -160,15 +160,15 @@ static void test_runtime_use_shares_one_clock_reading(void **state)
 	struct rlb_snapshot *outer, *inner;
 	int64_t at;
 
-	outer = rlb_runtime_acquire();
+	outer = rlb_session_acquire();
 	assert_non_null(outer);
 	at = rlb_op_monotonic_ms();
 	test_clock_advance(50);
-	inner = rlb_runtime_acquire();
+	inner = rlb_session_acquire();
 	assert_int_equal(rlb_op_monotonic_ms(), at);
-	rlb_runtime_release(inner);
+	rlb_session_release(inner);
 	assert_int_equal(rlb_op_monotonic_ms(), at);
-	rlb_runtime_release(outer);
+	rlb_session_release(outer);
 	assert_true(rlb_op_monotonic_ms() >= at + 50);
 }
 
@@ -189,7 +189,7 @@ static void test_runtime_broken_edit_keeps_last_good(void **state)
 
 	/* Not reported again while the file stays as it is. */
 	test_clock_advance(1100);
-	rlb_runtime_release(rlb_runtime_acquire());
+	rlb_session_release(rlb_session_acquire());
 	read_stderr(err, sizeof(err));
 	assert_string_equal(err, "");
 
@@ -222,7 +222,7 @@ static void test_runtime_local_hostname_from_config(void **state)
 	struct rlb_config *cfg;
 
 	edit_config("nearest_hostname", "local_hostname = \"ch-1.dc1\";\n");
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	assert_non_null(snap);
 	cfg = snap->cfg;
 	assert_string_equal(cfg->local_hostname, "ch-1.dc1");
@@ -232,9 +232,9 @@ static void test_runtime_local_hostname_from_config(void **state)
 	assert_non_null(rlb_config_find(cfg, "rt.cluster")->view->host_prio);
 	assert_int_equal(rlb_config_find(cfg, "rt.cluster")->view->host_prio[0],
 			 8);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	/* Without a config value: this host's name, never NULL. */
-	assert_non_null(rlb_runtime_fqdn());
+	assert_non_null(rlb_session_fqdn());
 }
 
 /*
@@ -253,7 +253,7 @@ static int policy_at_exit = -1;
  * thread. */
 static int policy_now(void)
 {
-	struct rlb_snapshot *snap = rlb_runtime_acquire();
+	struct rlb_snapshot *snap = rlb_session_acquire();
 	struct rlb_cluster *c;
 	int p = -1;
 
@@ -262,7 +262,7 @@ static int policy_now(void)
 	c = rlb_config_find(snap->cfg, "rt.cluster");
 	if (c)
 		p = (int)c->s.load_balancing;
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	return p;
 }
 

@@ -137,7 +137,7 @@ static int setup(void **state)
 		return -1;
 	setenv("REPLICALB_CONFIG", path, 1);
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
-	snap = rlb_runtime_acquire();
+	snap = rlb_session_acquire();
 	if (!snap)
 		return -1;
 	cluster = rlb_config_find(snap->cfg, "t.cluster");
@@ -161,7 +161,7 @@ static int teardown(void **state)
 	close(listen_ok);
 	close(bound_closed);
 	close(bound_other);
-	rlb_runtime_release(snap);
+	rlb_session_release(snap);
 	/* Segments outlive the directory that names them. */
 	rlb_health_remove_state(&(struct rlb_config){.state_dir = tmpdir}, true,
 				NULL);
