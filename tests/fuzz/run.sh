@@ -38,7 +38,7 @@ targets=${*:-$all_targets}
 
 # The library sources each target needs: the core, plus the preload layer
 # for resolve (it also brings in track.c).
-core="base/libc base/env base/util base/log model/policy model/config model/config_copy model/config_keys model/config_parse model/config_load model/dnsmsg model/resolv_conf state/health state/health_attach state/health_dir state/health_gc state/health_memfd state/health_saved state/health_segment state/health_table state/health_side state/health_traffic engine/policies engine/policy_hostname engine/policy_order engine/policy_random engine/policy_least_request engine/select engine/snapshot engine/answer engine/members engine/members_shared engine/dns_client"
+core="base/libc base/env base/util base/log model/policy model/config model/config_copy model/config_keys model/config_parse model/config_load model/dnsmsg model/resolv_conf state/health state/health_attach state/health_dir state/health_gc state/health_memfd state/health_saved state/health_segment state/health_table state/health_side state/health_traffic engine/policies engine/policy_hostname engine/policy_order engine/policy_random engine/policy_least_request engine/select engine/snapshot engine/answer engine/format engine/members engine/members_shared engine/dns_client"
 preload="session/session preload/runtime preload/resolve preload/dnscache preload/track_addrs preload/track_pending preload/track_ledger preload/track_hedge preload/track_connect"
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
@@ -88,7 +88,7 @@ build()
 	command -v "$clang" >/dev/null || die "$clang not found (apt-get install clang)"
 	libconfig_cflags=$(pkg-config --cflags libconfig) || die "libconfig not found"
 	libconfig_libs=$(pkg-config --libs libconfig)
-	mkdir -p "$B/obj"/base "$B/obj"/model "$B/obj"/state "$B/obj"/engine "$B/obj"/preload
+	for f in $core $preload; do mkdir -p "$B/obj/${f%/*}"; done
 	cfg_dir=$(config_h_dir)
 	# Library sources get coverage (fuzzer-no-link); targets get main().
 	for f in $core $preload; do
