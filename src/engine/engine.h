@@ -387,6 +387,69 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 	       const struct rlb_answer_sink *sink, const char **first);
 
 /* ------------------------------------------------------------------ */
+/* format.c: answers in the shapes glibc's callers take */
+
+/* An answer's addresses in selection order (rlb_collect_sink()). */
+struct rlb_addr_list {
+	struct rlb_dns_addr *addrs;
+	size_t n, cap;
+};
+/* A sink that appends every address to l (no skip, no literal runs). */
+struct rlb_answer_sink rlb_collect_sink(struct rlb_addr_list *l);
+void rlb_addr_list_free(struct rlb_addr_list *l);
+/*
+ * Keep, in order, the first of each distinct address of family af
+ * (AF_UNSPEC: of either) in l (a hostent or a gaih list has no ports or
+ * socket types); returns how many are left.
+ */
+size_t rlb_addr_list_unique(struct rlb_addr_list *l, int af);
+/*
+ * A sink wrapped by an observer: each address the inner sink takes is
+ * then shown to observe() (the preload records it as handed out, for
+ * connect tracking). o must outlive the sink.
+ */
+struct rlb_observed {
+	const struct rlb_answer_sink *inner;
+	void (*observe)(void *ctx, struct rlb_cluster *c, size_t idx,
+			const struct rlb_dns_addr *a);
+	void *ctx;
+};
+struct rlb_answer_sink rlb_observed_sink(struct rlb_observed *o);
+/*
+ * Bytes a hostent of n addresses of family af, named hname with the one
+ * alias alias, takes in a buffer that starts at buf (its alignment
+ * counts), computed once: rlb_format_hostent() uses exactly this many.
+ */
+size_t rlb_hostent_size(size_t n, int af, const char *hname, const char *alias,
+			const char *buf);
+/*
+ * ret in buf as glibc lays a hostent out: from buf's first aligned byte
+ * the address list and the aliases, then the addresses of l (all of
+ * family af: rlb_addr_list_unique()), the name and the alias. 0, or
+ * ERANGE when buflen is short of rlb_hostent_size().
+ */
+struct hostent;
+int rlb_format_hostent(const struct rlb_addr_list *l, int af, const char *hname,
+		       const char *alias, struct hostent *ret, char *buf,
+		       size_t buflen);
+/*
+ * Bytes the gaih_addrtuple list of n addresses named name takes from buf
+ * (have_first: the caller preallocated the first tuple).
+ */
+size_t rlb_gaih_size(size_t n, const char *name, bool have_first,
+		     const char *buf);
+/*
+ * The list of l's addresses for gethostbyname4_r (<nss.h>), each named
+ * name, in l's order: when *pat is not NULL (the caller preallocated a
+ * tuple, as getaddrinfo does) the first address is stored there, the
+ * rest and the name in buf; *pat is the list's head. 0, ENOENT when l is
+ * empty, or ERANGE when buflen is short of rlb_gaih_size().
+ */
+struct gaih_addrtuple;
+int rlb_format_gaih(const struct rlb_addr_list *l, const char *name,
+		    struct gaih_addrtuple **pat, char *buf, size_t buflen);
+
+/* ------------------------------------------------------------------ */
 /* members.c */
 
 /* What asking one name, or a refresh, gave (design.md §15). */

@@ -251,79 +251,24 @@ out_fail:
 	return last;
 }
 
-/* The address bytes (in_addr or in6_addr) of a resolved address. */
-static const void *addr_bytes(const struct rlb_dns_addr *a)
+/* Tracking observes what an answer hands out (rlb_observed_sink()). */
+static void track_observe(void *ctx, struct rlb_cluster *c, size_t idx,
+			  const struct rlb_dns_addr *a)
 {
-	if (a->family == AF_INET6)
-		return &((const struct sockaddr_in6 *)&a->addr)->sin6_addr;
-	return &((const struct sockaddr_in *)&a->addr)->sin_addr;
-}
-
-/*
- * Keep, in order, the first of each distinct address of family af in
- * addrs (a hostent has no ports); returns how many are left.
- */
-static size_t unique_addrs(struct rlb_dns_addr *addrs, size_t n, int af,
-			   size_t alen)
-{
-	size_t nuniq = 0;
-
-	for (size_t j = 0; j < n; j++) {
-		size_t u;
-
-		if (addrs[j].family != af)
-			continue;
-		for (u = 0; u < nuniq; u++)
-			if (memcmp(addr_bytes(&addrs[u]), addr_bytes(&addrs[j]),
-				   alen) == 0)
-				break;
-		if (u == nuniq)
-			addrs[nuniq++] = addrs[j];
-	}
-	return nuniq;
-}
-
-/* gethostbyname's sink: every address, collected (and handed out). */
-struct host_addrs {
-	struct rlb_dns_addr *addrs;
-	size_t n, cap;
-};
-
-static enum rlb_answer_next host_address(void *ctx, struct rlb_cluster *c,
-					 size_t idx,
-					 const struct rlb_dns_addr *a)
-{
-	struct host_addrs *h = ctx;
-
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 16;
-		struct rlb_dns_addr *grown =
-			realloc(h->addrs, cap * sizeof(*grown));
-
-		if (!grown)
-			return RLB_ANSWER_NOMEM;
-		h->addrs = grown;
-		h->cap = cap;
-	}
-	h->addrs[h->n++] = *a;
+	(void)ctx;
 	rlb_track_handout(c, idx, (const struct sockaddr *)&a->addr,
 			  a->addrlen);
-	return RLB_ANSWER_MORE;
 }
 
 int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 			      struct hostent *ret, char *buf, size_t buflen,
 			      struct hostent **result, int *h_errnop)
 {
-	size_t alen = af == AF_INET6 ? sizeof(struct in6_addr)
-				     : sizeof(struct in_addr);
+	struct rlb_addr_list got = {0};
+	struct rlb_answer_sink collect = rlb_collect_sink(&got), sink;
+	struct rlb_observed tracked = {&collect, track_observe, NULL};
 	struct addrinfo q = {0};
-	struct host_addrs got = {0};
-	struct rlb_answer_sink sink = {.address = host_address, .ctx = &got};
-	struct rlb_dns_addr *addrs;
-	size_t nuniq, pad, hlen, nlen;
 	const char *hname = NULL;
-	char **aliases, **list, *p;
 	int rc = 0;
 
 	*result = NULL;
@@ -335,6 +280,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 	}
 	q.ai_family = af;
 	q.ai_socktype = SOCK_STREAM;
+	sink = rlb_observed_sink(&tracked);
 	rlb_track_sweep();
 	rc = rlb_answer(c, NULL, &q, false, &dns_cache, &sink, &hname);
 	if (rc == EAI_MEMORY) {
@@ -343,9 +289,7 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 		rc = ENOMEM;
 		goto out_free;
 	}
-	addrs = got.addrs;
-	nuniq = unique_addrs(addrs, got.n, af, alen);
-	if (nuniq == 0) {
+	if (rlb_addr_list_unique(&got, af) == 0) {
 		/* A DNS cluster whose DNS never answered: try again. */
 		*h_errnop = c->nreplicas == 0 && rc == EAI_AGAIN
 				    ? TRY_AGAIN
@@ -353,44 +297,16 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 		rc = 0;
 		goto out_free;
 	}
-	rc = 0;
-	/*
-	 * Layout in buf, as glibc's: from its first pointer-aligned byte
-	 * (the caller's buffer may start anywhere), the address list and
-	 * the aliases, then the addresses (so aligned too), the name and
-	 * the alias.
-	 */
-	pad = (alignof(char *) - (uintptr_t)buf % alignof(char *)) %
-	      alignof(char *);
-	hlen = strlen(hname) + 1;
-	nlen = strlen(name) + 1;
-	if (buflen < pad || buflen - pad < (nuniq + 1 + 2) * sizeof(char *) +
-						   nuniq * alen + hlen + nlen) {
+	rc = rlb_format_hostent(&got, af, hname, name, ret, buf, buflen);
+	if (rc == ERANGE) {
 		*h_errnop = NETDB_INTERNAL;
 		errno = ERANGE;
-		rc = ERANGE;
 		goto out_free;
 	}
-	list = (char **)(void *)(buf + pad);
-	aliases = list + nuniq + 1;
-	p = (char *)(aliases + 2);
-	for (size_t j = 0; j < nuniq; j++) {
-		list[j] = memcpy(p, addr_bytes(&addrs[j]), alen);
-		p += alen;
-	}
-	list[nuniq] = NULL;
-	ret->h_name = memcpy(p, hname, hlen);
-	p += hlen;
-	aliases[0] = memcpy(p, name, nlen);
-	aliases[1] = NULL;
-	ret->h_aliases = aliases;
-	ret->h_addrtype = af;
-	ret->h_length = (int)alen;
-	ret->h_addr_list = list;
 	*result = ret;
 	*h_errnop = NETDB_SUCCESS;
 out_free:
-	free(got.addrs);
+	rlb_addr_list_free(&got);
 	return rc;
 }
 

@@ -820,7 +820,10 @@ static atomic_bool fqdn_done;
 
 static void compute_fqdn(void)
 {
-	rlb_local_fqdn(fqdn, sizeof(fqdn));
+	if (rlb_session_product.local_fqdn)
+		rlb_session_product.local_fqdn(fqdn, sizeof(fqdn));
+	else
+		rlb_local_fqdn(fqdn, sizeof(fqdn));
 	atomic_store_explicit(&fqdn_done, true, memory_order_release);
 }
 

@@ -20,10 +20,14 @@
  *   loaded and before the fork handler is installed: the place to
  *   register fork hooks (rlb_session_atfork()) and the product's own
  *   wiring. May be NULL.
+ * - local_fqdn: how the host's name is found for the hostname policies
+ *   (NULL: rlb_local_fqdn(), which asks getaddrinfo; an NSS module must
+ *   not re-enter NSS and passes its own).
  */
 struct rlb_session_product {
 	enum rlb_state_mode mode;
 	void (*init)(void);
+	void (*local_fqdn)(char *buf, size_t len);
 };
 extern const struct rlb_session_product rlb_session_product;
 

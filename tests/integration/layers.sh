@@ -1,7 +1,7 @@
 #!/bin/bash
 # layers.sh - the folders of src/ are the layers (design.md §10.1): a file
 # includes only headers of its own folder and of folders below it, the
-# products (preload, ctl, and the NSS module to come) never include each
+# products (preload, ctl and the NSS module) never include each
 # other, each folder has one header that the others include, no file is
 # over 1,000 lines; and the binaries hold only their own layers: no CLI
 # code in libreplicalb.so, no preload code in replicalbctl.
@@ -80,4 +80,11 @@ check_eq "no CLI code in libreplicalb.so" "" \
 check_ge "replicalbctl has a symbol table" 50 "$(syms "$ctl" | wc -l)"
 check_eq "no preload code in replicalbctl" "" \
 	"$(syms "$ctl" | grep -E '^rlb_(track|resolve|runtime|dnscache)_' | head -5 | tr '\n' ' ')"
+nss=$top_builddir/.libs/libnss_replicalb.so.2
+check_ge "libnss_replicalb.so.2 has a symbol table" 50 "$(syms "$nss" | wc -l)"
+check_eq "no preload or CLI code in the NSS module" "" \
+	"$(syms "$nss" | grep -E '^(rlb_(track|resolve|runtime|dnscache|probe)_|cmd_)' | head -5 | tr '\n' ' ')"
+check_eq "the NSS module exports glibc's four entry points, nothing else" \
+	"_nss_replicalb_gethostbyname2_r _nss_replicalb_gethostbyname3_r _nss_replicalb_gethostbyname4_r _nss_replicalb_gethostbyname_r" \
+	"$(nm -D --defined-only "$nss" | awk '$2 == "T" { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')"
 finish

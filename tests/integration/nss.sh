@@ -1,0 +1,91 @@
+#!/bin/bash
+# nss.sh - the NSS module, libnss_replicalb.so.2 (design.md §16, issue
+# 23): with `hosts: files replicalb dns` in nsswitch.conf (bind-mounted
+# in a private mount namespace, with its own hosts file and a resolv.conf
+# whose server is closed), programs that are not preloaded resolve
+# virtual names to replicas in policy order: getent (gethostbyname2_r and
+# getaddrinfo), python3 and curl, which reaches a real server. A replica
+# named in /etc/hosts is read there, never through NSS; round_robin turns
+# for every program; nothing is charged, an unresolvable replica
+# included; a hostent larger than glibc's first buffer is answered (the
+# caller grows the buffer on ERANGE); a name that is not virtual goes on
+# to the next source.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+rlb_setup
+
+[ "$(id -u)" = 0 ] || fail "needs root (a private mount namespace)"
+NSSDIR=$top_builddir/.libs
+[ -e "$NSSDIR/libnss_replicalb.so.2" ] || fail "no $NSSDIR/libnss_replicalb.so.2"
+
+PORT=$(free_port)
+many=$(for i in $(seq 1 200); do printf '"127.0.%d.%d", ' $((i / 250 + 1)) $((i % 250 + 1)); done)
+write_config <<EOF
+clusters = (
+  { name = "nss.cluster"; port = $PORT; load_balancing = "in_order";
+    replicas = ( "127.0.0.21", "named-replica", "127.0.0.23" ); },
+  { name = "rr.cluster"; port = $PORT; load_balancing = "round_robin";
+    replicas = ( "127.0.0.31", "127.0.0.32", "127.0.0.33" ); },
+  { name = "gone.cluster"; port = $PORT; load_balancing = "in_order";
+    replicas = ( "no-such-replica.invalid", "127.0.0.41" ); },
+  { name = "many.cluster"; port = $PORT; load_balancing = "in_order";
+    replicas = ( ${many%, } ); }
+);
+EOF
+printf 'passwd: files\ngroup: files\nhosts: files replicalb dns\n' >"$T/nsswitch.conf"
+{ cat /etc/hosts; echo "127.0.0.22 named-replica"; } >"$T/hosts"
+# No DNS here: the server is a closed port, refused at once.
+printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$T/resolv.conf"
+start_replica web 127.0.0.21 "$PORT" http || fail "start replica"
+
+# in_nss CMD... : CMD in a mount namespace whose /etc says to ask the
+# module, found on the library path as glibc dlopen()s it.
+in_nss()
+{
+	unshare -m sh -c 'mount --bind "$1/nsswitch.conf" /etc/nsswitch.conf &&
+		mount --bind "$1/hosts" /etc/hosts &&
+		mount --bind "$1/resolv.conf" /etc/resolv.conf &&
+		shift && exec "$@"' sh "$T" env LD_LIBRARY_PATH="$NSSDIR" "$@"
+}
+
+check_eq "gethostbyname2 (getent hosts): the replicas in policy order" \
+	"127.0.0.21 127.0.0.22 127.0.0.23" \
+	"$(in_nss getent hosts nss.cluster | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//')"
+check_eq "h_name is the first replica's, the alias the virtual name" \
+	"127.0.0.21 nss.cluster" \
+	"$(in_nss getent hosts nss.cluster | head -1 | awk '{print $2, $3}')"
+check_eq "getaddrinfo (getent ahostsv4): the same order" \
+	"127.0.0.21 127.0.0.22 127.0.0.23" \
+	"$(in_nss getent ahostsv4 nss.cluster | awk '$2 == "STREAM" {print $1}' | tr '\n' ' ' | sed 's/ $//')"
+check_eq "python3, not preloaded: the same" \
+	"['127.0.0.21', '127.0.0.22', '127.0.0.23']" \
+	"$(in_nss $PY -c 'import socket
+print([a[4][0] for a in socket.getaddrinfo("nss.cluster", 80, socket.AF_INET, socket.SOCK_STREAM)])')"
+check_match "curl, not preloaded, reaches the first replica" "web" \
+	"$(in_nss curl -s --max-time 5 "http://nss.cluster:$PORT/")"
+
+# round_robin turns through NSS, for every program (the shared counter).
+firsts=
+for _ in 1 2 3; do
+	firsts="$firsts $(in_nss getent hosts rr.cluster | head -1 | awk '{print $1}')"
+done
+check_eq "three programs start at three replicas" 3 \
+	"$(echo $firsts | tr ' ' '\n' | sort -u | wc -l)"
+before=$(peek rr.cluster)
+in_nss getent hosts rr.cluster >/dev/null
+check_eq "the turn is in the shared state: replicalbctl's next order moved" \
+	moved "$([ "$(peek rr.cluster)" != "$before" ] && echo moved)"
+
+# An unresolvable replica: the others answer, and nothing is charged.
+check_eq "a replica that does not resolve is passed over" "127.0.0.41" \
+	"$(in_nss getent hosts gone.cluster | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//')"
+check_eq "nothing charged: the module counts no error" 0 \
+	"$(replica_errors gone.cluster no-such-replica.invalid)"
+
+check_eq "200 replicas: glibc grows the buffer (ERANGE) and gets them all" \
+	200 "$(in_nss $PY -c 'import socket
+print(len(socket.gethostbyname_ex("many.cluster")[2]))')"
+check_eq "a name that is not virtual goes to the next source" "127.0.0.1" \
+	"$(in_nss getent hosts localhost | awk '{print $1; exit}')"
+check_eq "nor is a virtual name asked of DNS when it answers" "" \
+	"$(in_nss getent hosts no-such.cluster)"
+finish
