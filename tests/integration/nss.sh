@@ -81,6 +81,57 @@ check_eq "a replica that does not resolve is passed over" "127.0.0.41" \
 check_eq "nothing charged: the module counts no error" 0 \
 	"$(replica_errors gone.cluster no-such-replica.invalid)"
 
+# Errors other programs record reorder what every program sees.
+rlbctl record-error nss.cluster 127.0.0.21 5 >/dev/null || fail "record-error"
+check_eq "after record-error: the demoted replica goes last" \
+	"127.0.0.22 127.0.0.23 127.0.0.21" \
+	"$(in_nss getent hosts nss.cluster | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//')"
+rlbctl reset nss.cluster >/dev/null || fail "reset"
+
+# Every entry point called directly (dlopen, as systemd's test-nss-hosts).
+CALL="$top_builddir/tests/helpers/nss_call $NSSDIR/libnss_replicalb.so.2"
+check_eq "4_r: every address, ttl 0" \
+	"SUCCESS errno=0 h_errno=0
+ttl=0
+127.0.0.21
+127.0.0.22
+127.0.0.23" "$(in_nss $CALL 4 nss.cluster unspec 4096)"
+check_eq "4_r with a tuple of the caller's: the list starts there" \
+	"ttl=0 first=caller" "$(in_nss $CALL 4 nss.cluster unspec 4096 prealloc | sed -n 2p)"
+check_eq "4_r, a short buffer: TRYAGAIN, ERANGE, NETDB_INTERNAL" \
+	"TRYAGAIN errno=34 h_errno=-1" "$(in_nss $CALL 4 nss.cluster unspec 8)"
+check_eq "3_r, a short buffer: the same" \
+	"TRYAGAIN errno=34 h_errno=-1" "$(in_nss $CALL 3 nss.cluster inet 16)"
+check_eq "3_r: h_name the first replica's, canonp it, ttl 0" \
+	"SUCCESS errno=0 h_errno=0
+name=127.0.0.21 alias=nss.cluster ttl=0 canon=h_name
+127.0.0.21
+127.0.0.22
+127.0.0.23" "$(in_nss $CALL 3 nss.cluster inet 4096)"
+check_eq "2_r AF_INET6 of an IPv4 cluster: not found" \
+	"NOTFOUND errno=2 h_errno=1" "$(in_nss $CALL 2 nss.cluster inet6 4096)"
+check_eq "_r of a name that is not virtual: not found, errno and mask kept" \
+	"NOTFOUND errno=2 h_errno=1" "$(in_nss $CALL 1 localhost inet 4096)"
+
+# env -i: no REPLICALB_* at all, so the system config (SYSCONFDIR, here a
+# tmpfs over it in the namespace) and the default state directory (a
+# tmpfs /tmp); only the library path is given, to find the module.
+sysconf=$(rlbctl --help 2>&1 | grep -o '/[^ ]*/replicalb/replicalb.conf' | head -1)
+sysdir=${sysconf%/replicalb/replicalb.conf}
+if [ -n "$sysdir" ] && [ -d "$sysdir" ]; then
+	printf 'clusters = ( { name = "sys.cluster"; load_balancing = "in_order";\n  replicas = ( "127.0.0.52", "127.0.0.51" ); } );\n' >"$T/sys.conf"
+	check_eq "an env -i program: the system config's cluster, in order" \
+		"127.0.0.52 127.0.0.51" \
+		"$(unshare -m sh -c 'mount --bind "$1/nsswitch.conf" /etc/nsswitch.conf &&
+			mount -t tmpfs tmpfs "$2" && mkdir "$2/replicalb" &&
+			cp "$1/sys.conf" "$2/replicalb/replicalb.conf" &&
+			mount -t tmpfs tmpfs /tmp &&
+			exec env -i LD_LIBRARY_PATH="$3" getent hosts sys.cluster' \
+			sh "$T" "$sysdir" "$NSSDIR" | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//')"
+else
+	fail "the system config directory $sysdir does not exist"
+fi
+
 check_eq "200 replicas: glibc grows the buffer (ERANGE) and gets them all" \
 	200 "$(in_nss $PY -c 'import socket
 print(len(socket.gethostbyname_ex("many.cluster")[2]))')"
