@@ -9,7 +9,9 @@
 # for every program; nothing is charged, an unresolvable replica
 # included; a hostent larger than glibc's first buffer is answered (the
 # caller grows the buffer on ERANGE); a name that is not virtual goes on
-# to the next source.
+# to the next source. Every entry point is also called directly; errors
+# recorded by others reorder the answer; an env -i program and a setuid
+# copy of curl run as nobody are answered from the system config.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
 
@@ -130,6 +132,36 @@ if [ -n "$sysdir" ] && [ -d "$sysdir" ]; then
 			sh "$T" "$sysdir" "$NSSDIR" | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//')"
 else
 	fail "the system config directory $sysdir does not exist"
+fi
+
+# A setuid copy of curl run as nobody: secure-execution mode, so glibc
+# ignores LD_LIBRARY_PATH (the module is found through an ld.so.cache made
+# for the namespace, with a copy of it in a directory of its own) and the
+# library reads only the system config and no REPLICALB_* variable (the
+# REPLICALB_DISABLE=1 given would switch it off); it uses root's state.
+if [ -n "$sysdir" ] && [ -d "$sysdir" ]; then
+	chmod 0711 "$T"
+	mkdir -m 0755 "$T/suid" "$T/nsslib"
+	cp "$NSSDIR/libnss_replicalb.so.2" "$T/nsslib/"
+	cp "$(command -v curl)" "$T/suid/curl"
+	chmod 4755 "$T/suid/curl"
+	printf 'include /etc/ld.so.conf\n%s\n' "$T/nsslib" >"$T/ld.so.conf"
+	ldconfig -f "$T/ld.so.conf" -C "$T/ld.so.cache" 2>/dev/null
+	printf 'state_dir = "%s/sysstate";\nclusters = ( { name = "nss.cluster"; port = %d; load_balancing = "in_order";\n  replicas = ( "127.0.0.29", "127.0.0.21" ); } );\n' \
+		"$T" "$PORT" >"$T/suid.conf"
+	out=$(unshare -m sh -c 'mount --bind "$1/nsswitch.conf" /etc/nsswitch.conf &&
+		mount --bind "$1/ld.so.cache" /etc/ld.so.cache &&
+		mount --bind "$1/resolv.conf" /etc/resolv.conf &&
+		mount -t tmpfs tmpfs "$2" && mkdir "$2/replicalb" &&
+		cp "$1/suid.conf" "$2/replicalb/replicalb.conf" &&
+		exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+			env LD_LIBRARY_PATH=/nonexistent REPLICALB_DISABLE=1 \
+			"$1/suid/curl" -s --max-time 5 "http://nss.cluster:$3/"' \
+		sh "$T" "$sysdir" "$PORT" 2>&1)
+	check_match "setuid curl run as nobody reaches the replica (the second: the first is down)" \
+		"web" "$out"
+	check_eq "its failed first replica is in root's state, uncounted (the module counts nothing)" \
+		0 "$(REPLICALB_CONFIG=$T/suid.conf replica_errors nss.cluster 127.0.0.29)"
 fi
 
 check_eq "200 replicas: glibc grows the buffer (ERANGE) and gets them all" \
