@@ -371,6 +371,28 @@ def main():
                                    for x in v.get(c, [])])
                            for c in ["cfg", "dns"]}
 
+    # ---- bench_nss ----
+    ns = {}
+    for t in lines(a.raw, "nss"):
+        ns[int(t[0])] = keyed(t[1:])
+    per = [ratio(v["module"], v["preload"]) for v in ns.values()]
+    figure("nss_module_vs_preload",
+           "NSS module gethostbyname4_r / the preload's getaddrinfo",
+           med(per), "<=", 1.5, "x",
+           "bench_nss: in one preloaded process, interleaved batches of "
+           "2,000: the module's _nss_replicalb_gethostbyname4_r of a "
+           "3-replica cluster / getaddrinfo() of it through the preload "
+           "(with freeaddrinfo), medians of 15 rounds per run", per)
+    per = [ratio(v["module"], v["files"]) for v in ns.values()]
+    figure("nss_module_vs_files",
+           "NSS module gethostbyname4_r / glibc files gethostbyname4_r",
+           med(per), "<=", 1, "x",
+           "bench_nss: the same batches against libnss_files.so.2's "
+           "_nss_files_gethostbyname4_r(\"localhost\")", per)
+    details["nss_ns"] = {k: med([v[k] for v in ns.values()])
+                         for k in ["preload", "module", "files"]
+                         if ns}
+
     # ---- bench_refresh ----
     rf = {}
     for t in lines(a.raw, "refresh"):

@@ -116,18 +116,18 @@ check_eq "_r of a name that is not virtual: not found, errno and mask kept" \
 	"NOTFOUND errno=2 h_errno=1" "$(in_nss $CALL 1 localhost inet 4096)"
 
 # env -i: no REPLICALB_* at all, so the system config (SYSCONFDIR, here a
-# tmpfs over it in the namespace) and the default state directory (a
-# tmpfs /tmp); only the library path is given, to find the module.
+# tmpfs over it in the namespace); only the library path is given, to
+# find the module.
 sysconf=$(rlbctl --help 2>&1 | grep -o '/[^ ]*/replicalb/replicalb.conf' | head -1)
 sysdir=${sysconf%/replicalb/replicalb.conf}
 if [ -n "$sysdir" ] && [ -d "$sysdir" ]; then
-	printf 'clusters = ( { name = "sys.cluster"; load_balancing = "in_order";\n  replicas = ( "127.0.0.52", "127.0.0.51" ); } );\n' >"$T/sys.conf"
+	# Its state in $T, so that the cleanup finds its segment.
+	printf 'state_dir = "%s/sysstate-env";\nclusters = ( { name = "sys.cluster"; load_balancing = "in_order";\n  replicas = ( "127.0.0.52", "127.0.0.51" ); } );\n' "$T" >"$T/sys.conf"
 	check_eq "an env -i program: the system config's cluster, in order" \
 		"127.0.0.52 127.0.0.51" \
 		"$(unshare -m sh -c 'mount --bind "$1/nsswitch.conf" /etc/nsswitch.conf &&
 			mount -t tmpfs tmpfs "$2" && mkdir "$2/replicalb" &&
 			cp "$1/sys.conf" "$2/replicalb/replicalb.conf" &&
-			mount -t tmpfs tmpfs /tmp &&
 			exec env -i LD_LIBRARY_PATH="$3" getent hosts sys.cluster' \
 			sh "$T" "$sysdir" "$NSSDIR" | awk '{print $1}' | tr '\n' ' ' | sed 's/ $//')"
 else
