@@ -398,4 +398,23 @@ out=$(timeout $T "$RLB" -q -c "$tmp/broken.conf" \
 	"$PY" "$tmp/order.py" localhost 2>&1 >/dev/null)
 check "-q: the library says nothing" "" "$out"
 
+# --check: whether and how a command was balanced, or why not.
+out=$(timeout $T "$RLB" -c "$tmp/order.conf" -p in_order --check -- \
+	"$PY" "$tmp/order.py" order.cluster 2>&1 >/dev/null)
+rc=$?
+check "--check: the command's status is its own" 0 "$rc"
+check_match "--check: names the virtual name, its policy, its first replica" \
+	"*balanced:*order.cluster (in_order): resolved 1 time, first replica db-a.example*errors counted: 0*" \
+	"$out"
+out=$(timeout $T "$RLB" -c "$tmp/order.conf" --check -- \
+	"$PY" -c 'import sys; sys.stderr.write("own message\n"); sys.exit(3)' 2>&1)
+rc=$?
+check "--check: a failing command's status" 3 "$rc"
+check_match "--check: its own messages pass through, and nothing was balanced" \
+	"own message*not balanced: no virtual name was resolved*NSS module*" "$out"
+static=$(command -v ldconfig || echo /sbin/ldconfig)
+out=$(timeout $T "$RLB" -c "$tmp/order.conf" --check -- "$static" -p 2>&1 >/dev/null)
+check_match "--check: a static binary is out of reach, and it says so" \
+	"*not balanced*statically linked: neither LD_PRELOAD nor an NSS module*" "$out"
+
 finish
