@@ -5,6 +5,8 @@
 # use the named.service that installing bind9 may enable on the host.
 # wget, postgresql-client and nodejs are clients of bench/hedge_clients.sh
 # (which runs psql only where a PostgreSQL server is installed too).
+# golang-go builds the cgo Go program that nss.sh resolves through the
+# NSS module.
 # shellcheck shell=bash
 
 RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev binutils \
@@ -12,7 +14,7 @@ libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
 python3 valgrind file procps clang-format redis-server redis-tools strace \
 iproute2 nftables clang libclang-rt-14-dev openjdk-17-jdk-headless \
 haproxy python3-matplotlib bind9 bind9-dnsutils wget postgresql-client \
-nodejs"
+nodejs golang-go"
 
 rlb_ensure_deps()
 {

@@ -164,6 +164,42 @@ if [ -n "$sysdir" ] && [ -d "$sysdir" ]; then
 		0 "$(REPLICALB_CONFIG=$T/suid.conf replica_errors nss.cluster 127.0.0.29)"
 fi
 
+# Go with cgo: its default resolver hands the lookup to the C library
+# when nsswitch.conf names a source it does not know (replicalb), and so
+# does GODEBUG=netdns=cgo; Go's own resolver (netdns=go) never sees the
+# module, and says the name does not exist.
+command -v go >/dev/null || fail "go is not installed (golang-go, scripts/deps.sh)"
+mkdir -p "$T/gohello"
+cat >"$T/gohello/main.go" <<'EOF'
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+)
+
+func main() {
+	addrs, err := net.LookupHost(os.Args[1])
+	if err != nil {
+		fmt.Println("error")
+		return
+	}
+	fmt.Println(strings.Join(addrs, " "))
+}
+EOF
+(cd "$T/gohello" && HOME=$T GOCACHE=$T/gocache GOPATH=$T/gopath GO111MODULE=off \
+	CGO_ENABLED=1 GOFLAGS= go build -o "$T/gohello/gohello" main.go) >"$T/go.log" 2>&1 ||
+	fail "go build: $(cat "$T/go.log")"
+check_eq "Go (cgo, default resolver): the replicas in policy order" \
+	"127.0.0.21 127.0.0.22 127.0.0.23" "$(in_nss "$T/gohello/gohello" nss.cluster)"
+check_eq "Go with GODEBUG=netdns=cgo: the same" \
+	"127.0.0.21 127.0.0.22 127.0.0.23" \
+	"$(in_nss env GODEBUG=netdns=cgo "$T/gohello/gohello" nss.cluster)"
+check_eq "Go's own resolver (netdns=go) never sees the module" "error" \
+	"$(in_nss env GODEBUG=netdns=go "$T/gohello/gohello" nss.cluster)"
+
 check_eq "200 replicas: glibc grows the buffer (ERANGE) and gets them all" \
 	200 "$(in_nss $PY -c 'import socket
 print(len(socket.gethostbyname_ex("many.cluster")[2]))')"
