@@ -228,6 +228,10 @@ rlb_cleanup()
 		kill -KILL "$pid" 2>/dev/null
 	done
 	[ -n "$T" ] && rm_state_segments "$T"
+	# The ports this test claimed are free for others again.
+	if [ -n "$T" ] && [ -f "$T/ports-claimed" ]; then
+		while read -r f; do rm -f "$f"; done <"$T/ports-claimed"
+	fi
 	[ -n "$T" ] && [ -z "${RLB_KEEP_T:-}" ] && rm -rf "$T" && rm_gone_segments
 }
 
@@ -281,11 +285,31 @@ write_config()
 # range: a port the kernel hands out as a connect's source port could
 # meet a test's "nothing listens here" port, and a connect to it from
 # that same port is a TCP self-connect that succeeds (a full run once
-# saw a refused-connect probe come out connected).
+# saw a refused-connect probe come out connected). A port is also claimed
+# host-wide for the test's life (a file in $RLB_PORTS_DIR, removed by the
+# cleanup): two tests running at once (make check -j2) once drew the same
+# port, one's "nothing listens here" meeting the other's silent listener.
+RLB_PORTS_DIR=${TMPDIR:-/tmp}/rlbtest-ports
 free_port()
 {
-	$PY - <<'EOF'
-import random, socket, sys
+	mkdir -p "$RLB_PORTS_DIR" 2>/dev/null
+	RLB_PORTS_DIR=$RLB_PORTS_DIR RLB_T=${T:-} $PY - <<'EOF'
+import os, random, socket, sys
+claims, t = os.environ["RLB_PORTS_DIR"], os.environ["RLB_T"]
+def claim(port):
+    """Claim port host-wide; False when another test holds it."""
+    if not t or not os.path.isdir(claims):
+        return True
+    path = os.path.join(claims, str(port))
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    with open(os.path.join(t, "ports-claimed"), "a") as f:
+        f.write(path + "\n")
+    return True
 try:
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 except (OSError, ValueError, IndexError):
@@ -302,7 +326,7 @@ for _ in range(200):
             ok = False
         finally:
             s.close()
-    if ok:
+    if ok and claim(port):
         print(port)
         sys.exit(0)
 sys.exit("no free port")

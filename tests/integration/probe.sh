@@ -297,7 +297,9 @@ done
 if command -v systemd-analyze >/dev/null; then
 	mkdir -p "$T/units" "$T/xdg"
 	chmod 0700 "$T/xdg"
-	for u in "$top_srcdir"/etc/systemd/*; do
+	# The units; the drop-in (replicalb-preload.conf) is no unit.
+	for u in "$top_srcdir"/etc/systemd/*.service \
+		"$top_srcdir"/etc/systemd/*.timer; do
 		sed "s|@bindir@|$top_builddir|g" "$u" >"$T/units/${u##*/}"
 	done
 	check "systemd-analyze verify --user accepts the units" \
