@@ -333,6 +333,12 @@ sys.exit("no free port")
 EOF
 }
 
+# PY_ADDRS: a python3 program that prints, as a list, the IPv4 addresses
+# getaddrinfo(argv[1]) gives a stream socket, in order:
+#   $PY -c "$PY_ADDRS" NAME
+PY_ADDRS='import socket, sys
+print([a[4][0] for a in socket.getaddrinfo(sys.argv[1], 80, socket.AF_INET, socket.SOCK_STREAM)])'
+
 # RLB_SERVER_EXEC: a command prefix for the servers that start_replica
 # and start_redis start, empty by default (lib_latency.sh sets it to
 # enter its replica namespace; the prefix must exec the server, so that

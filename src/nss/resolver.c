@@ -227,6 +227,10 @@ static struct rlb_dns_answer *nss_ask(const char *host, const char *service,
 	struct rlb_dns_answer *a;
 	char *hosts;
 
+	/* No cancel between a malloc and its free (the DNS wait is a
+	 * cancellation point): it acts at the program's next one. */
+	int cancel = rlb_cancel_off();
+
 	(void)ttl_s;
 	(void)pinned;
 	*fresh = true;
@@ -241,6 +245,7 @@ static struct rlb_dns_answer *nss_ask(const char *host, const char *service,
 		error = EAI_ADDRFAMILY;
 	}
 	a = answer_of(&f, error, service, q);
+	rlb_cancel_restore(cancel);
 	errno = saved;
 	return a;
 }

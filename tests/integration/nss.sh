@@ -60,8 +60,7 @@ check_eq "getaddrinfo (getent ahostsv4): the same order" \
 	"$(in_nss getent ahostsv4 nss.cluster | awk '$2 == "STREAM" {print $1}' | tr '\n' ' ' | sed 's/ $//')"
 check_eq "python3, not preloaded: the same" \
 	"['127.0.0.21', '127.0.0.22', '127.0.0.23']" \
-	"$(in_nss $PY -c 'import socket
-print([a[4][0] for a in socket.getaddrinfo("nss.cluster", 80, socket.AF_INET, socket.SOCK_STREAM)])')"
+	"$(in_nss $PY -c "$PY_ADDRS" nss.cluster)"
 check_match "curl, not preloaded, reaches the first replica" "web" \
 	"$(in_nss curl -s --max-time 5 "http://nss.cluster:$PORT/")"
 

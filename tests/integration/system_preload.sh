@@ -40,8 +40,7 @@ check_eq "no LD_PRELOAD in the environment" "" \
 	"$(in_preloaded sh -c 'echo "${LD_PRELOAD:-}"')"
 check_eq "python3: the replicas in policy order" \
 	"['127.0.0.71', '127.0.0.72']" \
-	"$(in_preloaded $PY -c 'import socket
-print([a[4][0] for a in socket.getaddrinfo("sys.cluster", 80, socket.AF_INET, socket.SOCK_STREAM)])')"
+	"$(in_preloaded $PY -c "$PY_ADDRS" sys.cluster)"
 check_match "curl reaches the replica past the refused one" "web" \
 	"$(in_preloaded curl -s --max-time 5 "http://sys.cluster:$PORT/")"
 check_eq "and the refusal is counted in the shared state" 1 \
@@ -81,6 +80,5 @@ check_match "the drop-in sets LD_PRELOAD to the installed library" \
 # shellcheck disable=SC2086
 check_eq "a program with that environment is balanced (the refused replica last now)" \
 	"['127.0.0.72', '127.0.0.71']" \
-	"$(env $envs $PY -c 'import socket
-print([a[4][0] for a in socket.getaddrinfo("sys.cluster", 80, socket.AF_INET, socket.SOCK_STREAM)])')"
+	"$(env $envs $PY -c "$PY_ADDRS" sys.cluster)"
 finish
