@@ -3,7 +3,7 @@
 #ifndef RLB_CTL_H
 #define RLB_CTL_H
 
-#include "engine/engine.h"
+#include "session/session.h"
 
 /* ------------------------------------------------------------------ */
 /* probe.c */

@@ -16,21 +16,17 @@
 
 /*
  * DNS membership as this tool sees it (design.md §15): each DNS cluster's
- * members as a new process of the host would have them when the config
- * is loaded: the host's shared answer while it is fresh (§15.6), else its
- * sources asked once; then added to the cluster as the library would.
- * Nothing is written: the answer this tool got from DNS is not shared.
+ * members as a new process of the host starts with them, by the
+ * session's rule (rlb_session_first_members()).
  */
-static struct rlb_membership *ctl_members;
-/* Per membership: the shared answer's age when it was used, -1 when DNS
- * was asked, and the shared answer's age then (-1: none). */
-static int64_t *ctl_shared_age, *ctl_skipped_age;
+static struct rlb_first_members *ctl_members;
 static size_t nctl_members;
 
-static const struct rlb_membership *membership_of(const struct rlb_cluster *c)
+static const struct rlb_first_members *
+membership_of(const struct rlb_cluster *c)
 {
 	for (size_t i = 0; i < nctl_members; i++)
-		if (ctl_members[i].cluster == c->name_hash)
+		if (ctl_members[i].ms.cluster == c->name_hash)
 			return &ctl_members[i];
 	return NULL;
 }
@@ -42,74 +38,16 @@ static const char *dns_type_name(uint16_t type)
 					: "A";
 }
 
-/* c's members into ms: the fresh shared answer in dir, else DNS's. */
-static int ask_one(struct rlb_cluster *c, const char *dir,
-		   struct rlb_membership *ms, int64_t *used, int64_t *skipped)
-{
-	struct rlb_shared_answer sh;
-	struct rlb_members_answer a;
-	uint64_t key = rlb_members_shared_key(c->name_hash, c->srv, c->dns);
-
-	*used = *skipped = -1;
-	rlb_members_shared_read(dir, c->name, key, false, &sh);
-	if (sh.ok && sh.age_ms < rlb_membership_fresh_ms(c, sh.a.ttl)) {
-		*used = sh.age_ms < 0 ? 0 : sh.age_ms;
-		rlb_membership_adopt(ms, c, &sh.a, rlb_monotonic_ms(),
-				     sh.age_ms);
-		rlb_members_answer_free(&sh.a);
-		return 0;
-	}
-	if (sh.ok)
-		*skipped = sh.age_ms;
-	rlb_members_answer_free(&sh.a);
-	if (rlb_members_ask(c, &rlb_dns_stub, INT64_MAX, &a) < 0)
-		return -1;
-	rlb_membership_apply(ms, c, &a, rlb_monotonic_ms());
-	return 0;
-}
-
-/* Ask every DNS cluster of cfg and add its members. False: no memory. */
 bool rlb_ctl_ask_members(struct rlb_config *cfg)
 {
-	char dir[PATH_MAX];
-	size_t n = 0;
-
-	for (size_t i = 0; i < cfg->nclusters; i++)
-		n += cfg->clusters[i].srv || cfg->clusters[i].dns;
-	if (!n)
-		return true;
-	ctl_members = calloc(n, sizeof(*ctl_members));
-	ctl_shared_age = calloc(n, sizeof(*ctl_shared_age));
-	ctl_skipped_age = calloc(n, sizeof(*ctl_skipped_age));
-	if (!ctl_members || !ctl_shared_age || !ctl_skipped_age)
-		return false;
-	rlb_health_state_dir(cfg, dir, sizeof(dir));
-	for (size_t i = 0; i < cfg->nclusters; i++) {
-		struct rlb_cluster *c = &cfg->clusters[i];
-		struct rlb_membership *ms = &ctl_members[nctl_members];
-
-		if (!c->srv && !c->dns)
-			continue;
-		rlb_membership_init(ms, c);
-		if (ask_one(c, dir, ms, &ctl_shared_age[nctl_members],
-			    &ctl_skipped_age[nctl_members]) < 0)
-			return false;
-		nctl_members++;
-		if (rlb_members_add(c, ms) < 0)
-			return false;
-	}
-	return true;
+	ctl_members = rlb_session_first_members(cfg, NULL, &nctl_members);
+	return ctl_members != NULL;
 }
 
 void rlb_ctl_free_members(void)
 {
-	for (size_t i = 0; i < nctl_members; i++)
-		rlb_membership_clear(&ctl_members[i]);
-	free(ctl_members);
-	free(ctl_shared_age);
-	free(ctl_skipped_age);
+	rlb_session_first_members_free(ctl_members, nctl_members);
 	ctl_members = NULL;
-	ctl_shared_age = ctl_skipped_age = NULL;
 	nctl_members = 0;
 }
 
@@ -117,8 +55,8 @@ void rlb_ctl_free_members(void)
 void rlb_ctl_print_dns(const struct rlb_cluster *c, const char *indent,
 		       bool with_age)
 {
-	const struct rlb_membership *ms = membership_of(c);
-	size_t k;
+	const struct rlb_first_members *f = membership_of(c);
+	const struct rlb_membership *ms = f ? &f->ms : NULL;
 
 	for (size_t v = 0; ms && v < ms->nviews; v++) {
 		const struct rlb_dns_source_view *w = &ms->views[v];
@@ -138,18 +76,21 @@ void rlb_ctl_print_dns(const struct rlb_cluster *c, const char *indent,
 			       rlb_monotonic_ms() - ms->asked_ms);
 		putchar('\n');
 	}
-	if (!with_age || !ms)
+	if (!with_age || !f)
 		return;
 	/* Where the members came from (design.md §15.6). */
-	k = (size_t)(ms - ctl_members);
-	if (ctl_shared_age[k] >= 0)
+	if (f->dns_failed)
+		printf("%sanswer: the host's shared answer, %" PRId64
+		       " ms old (stale: DNS did not answer)\n",
+		       indent, f->shared_age_ms);
+	else if (f->shared_age_ms >= 0)
 		printf("%sanswer: the host's shared answer, %" PRId64
 		       " ms old (no DNS asked)\n",
-		       indent, ctl_shared_age[k]);
-	else if (ctl_skipped_age[k] >= 0)
+		       indent, f->shared_age_ms);
+	else if (f->skipped_age_ms >= 0)
 		printf("%sanswer: asked DNS (the host's shared answer is "
 		       "stale, %" PRId64 " ms old)\n",
-		       indent, ctl_skipped_age[k]);
+		       indent, f->skipped_age_ms);
 	else
 		printf("%sanswer: asked DNS (no shared answer on this host)\n",
 		       indent);
@@ -219,7 +160,8 @@ static void status_json_state_file(const char *path)
 /* "dns": what each DNS question of c answered (design.md §15). */
 static void status_json_dns(const struct rlb_cluster *c)
 {
-	const struct rlb_membership *ms = membership_of(c);
+	const struct rlb_first_members *f = membership_of(c);
+	const struct rlb_membership *ms = f ? &f->ms : NULL;
 
 	if (!ms)
 		return;

@@ -57,12 +57,14 @@ static bool resolution_counts(const struct rlb_resolver *res, int rc,
 
 /*
  * All addresses of replica r for question q (its port or `service`),
- * appended to *out and *nout (realloc'd). Returns 0 or the EAI_* failure.
+ * appended to *out and *nout (realloc'd). A name that resolves in no
+ * family counts one error, unless peek (a peek writes nothing). Returns 0
+ * or the EAI_* failure.
  */
 static int replica_addrs(const struct rlb_resolver *res, struct rlb_cluster *c,
 			 size_t idx, const char *service,
-			 const struct addrinfo *q, struct rlb_dns_addr **out,
-			 size_t *nout)
+			 const struct addrinfo *q, bool peek,
+			 struct rlb_dns_addr **out, size_t *nout)
 {
 	const struct rlb_replica *r = &c->replicas[idx];
 	char port[8];
@@ -89,7 +91,7 @@ static int replica_addrs(const struct rlb_resolver *res, struct rlb_cluster *c,
 		}
 		if (e->error) {
 			last = e->error;
-			if (fresh && !r->npinned &&
+			if (fresh && !r->npinned && !peek &&
 			    resolution_counts(res, e->error, host, q,
 					      c->s.dns_cache_ttl)) {
 				rlb_health_add_errors(c, idx, 1, rlb_now());
@@ -420,7 +422,7 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 			done = next == RLB_ANSWER_ENOUGH;
 			continue;
 		}
-		rc = replica_addrs(res, c, idx, service, q, &addrs, &n);
+		rc = replica_addrs(res, c, idx, service, q, peek, &addrs, &n);
 		if (rc) {
 			last = rc;
 			continue;

@@ -377,7 +377,9 @@ struct rlb_answer_sink {
  * port or else `service`, given to sink. Replicas whose addresses are IP
  * literals answer without the resolver where q is one libc answers
  * plainly for a number; the others through res. A replica whose name
- * resolves in no family counts one error (§5.5). Returns 0 when some
+ * resolves in no family counts one error (§5.5), but in a peek, which
+ * writes nothing (the preload's failover pick, the NSS module's
+ * turnless look). Returns 0 when some
  * replica answered, *first its host string; else the EAI_* code of the
  * last failure (EAI_MEMORY: out of memory, or the sink said so).
  */
@@ -389,11 +391,19 @@ int rlb_answer(struct rlb_cluster *c, const char *service,
 /* ------------------------------------------------------------------ */
 /* format.c: answers in the shapes glibc's callers take */
 
-/* An answer's addresses in selection order (rlb_collect_sink()). */
+/*
+ * An answer's addresses in selection order (rlb_collect_sink()). Starts
+ * empty ({0}) or in the caller's storage (RLB_ADDR_LIST_IN(array): no
+ * allocation while the answer fits, as on a hot path); grows on the heap.
+ */
 struct rlb_addr_list {
 	struct rlb_dns_addr *addrs;
 	size_t n, cap;
+	bool on_heap; /* addrs is malloc'd, not the caller's storage */
 };
+#define RLB_ADDR_LIST_IN(array)                                                \
+	((struct rlb_addr_list){.addrs = (array),                              \
+				.cap = sizeof(array) / sizeof((array)[0])})
 /* A sink that appends every address to l (no skip, no literal runs). */
 struct rlb_answer_sink rlb_collect_sink(struct rlb_addr_list *l);
 void rlb_addr_list_free(struct rlb_addr_list *l);
@@ -659,6 +669,25 @@ void rlb_members_shared_read(const char *dir, const char *name, uint64_t key,
 			     bool set_aside, struct rlb_shared_answer *sh);
 /* How long an answer with TTL ttl is fresh: the refresh interval. */
 int64_t rlb_membership_fresh_ms(const struct rlb_cluster *c, uint32_t ttl);
+/*
+ * What a process does with shared answer sh of cluster c (design.md
+ * §15.6), the one rule for every product: had_wall_ms is the wall time of
+ * the shared answer its members came from (0: none), answered whether it
+ * has members from an answer at all.
+ *	FRESH	another process answered since, and it is fresh: take it,
+ *		ask DNS nothing;
+ *	STALE	nothing of its own yet, and it is no older than
+ *		RLB_SHARED_MAX_AGE_MS: take it now, and ask DNS at once;
+ *	NONE	ask DNS (no answer, or too old, or not newer than ours).
+ */
+enum rlb_shared_use {
+	RLB_SHARED_NONE,
+	RLB_SHARED_FRESH,
+	RLB_SHARED_STALE,
+};
+enum rlb_shared_use rlb_shared_answer_use(const struct rlb_shared_answer *sh,
+					  const struct rlb_cluster *c,
+					  int64_t had_wall_ms, bool answered);
 /*
  * Take decoded shared answer a (emptied) into ms at now_ms as an answer
  * age_ms old: its members (or none, for NXDOMAIN), the next refresh due

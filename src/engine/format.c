@@ -30,12 +30,17 @@ static enum rlb_answer_next collect_address(void *ctx, struct rlb_cluster *c,
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 16;
 		struct rlb_dns_addr *grown =
-			realloc(l->addrs, cap * sizeof(*grown));
+			l->on_heap ? realloc(l->addrs, cap * sizeof(*grown))
+				   : malloc(cap * sizeof(*grown));
 
 		if (!grown)
 			return RLB_ANSWER_NOMEM;
+		/* Out of the caller's storage: what it holds comes along. */
+		if (!l->on_heap && l->n)
+			memcpy(grown, l->addrs, l->n * sizeof(*grown));
 		l->addrs = grown;
 		l->cap = cap;
+		l->on_heap = true;
 	}
 	l->addrs[l->n++] = *a;
 	return RLB_ANSWER_MORE;
@@ -48,7 +53,8 @@ struct rlb_answer_sink rlb_collect_sink(struct rlb_addr_list *l)
 
 void rlb_addr_list_free(struct rlb_addr_list *l)
 {
-	free(l->addrs);
+	if (l->on_heap)
+		free(l->addrs);
 	*l = (struct rlb_addr_list){0};
 }
 

@@ -256,3 +256,17 @@ void rlb_members_shared_read(const char *dir, const char *name, uint64_t key,
 	}
 	free(buf);
 }
+
+enum rlb_shared_use rlb_shared_answer_use(const struct rlb_shared_answer *sh,
+					  const struct rlb_cluster *c,
+					  int64_t had_wall_ms, bool answered)
+{
+	if (!sh->ok)
+		return RLB_SHARED_NONE;
+	if (sh->wall_ms > had_wall_ms &&
+	    sh->age_ms < rlb_membership_fresh_ms(c, sh->a.ttl))
+		return RLB_SHARED_FRESH;
+	if (!answered && sh->age_ms < RLB_SHARED_MAX_AGE_MS)
+		return RLB_SHARED_STALE;
+	return RLB_SHARED_NONE;
+}

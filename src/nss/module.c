@@ -4,7 +4,8 @@
  * gethostbyname3_r, and the _2_r and _r forms built on 3_r. A name that
  * is not virtual is NOTFOUND at once, so the next source answers it. On
  * a short buffer: TRYAGAIN with ERANGE, so that the caller grows it.
- * Signals are blocked across a call, errno is kept, *ttlp is 0. */
+ * Signals are blocked across the parts of a call that take locks or
+ * wait, errno is kept, *ttlp is 0. */
 #include "config.h"
 
 #include <errno.h>
@@ -30,27 +31,90 @@ typedef int (*format_fn)(const struct rlb_addr_list *l, const char *hname,
 			 const char *name, void *out, char *buf, size_t len);
 
 /*
- * The answer for name in family af (AF_UNSPEC: both), formatted by fmt
- * into out and buf while the snapshot is held (hname lives in it).
+ * errno kept across one call of the module, and signals blocked across
+ * every part of it that takes a lock, waits or reads a file: the
+ * session's start and reload, DNS membership, a replica's name
+ * resolved (systemd's rule, so that a handler that interrupts the call
+ * never finds a lock held by the thread it interrupted). The common call,
+ * a cached snapshot and replicas that are IP literals, takes no lock and
+ * makes no system call, so it leaves the mask alone: two
+ * pthread_sigmask() system calls would be most of its cost.
  */
-static enum nss_status lookup(const char *name, int af, format_fn fmt,
-			      void *out, char *buf, size_t buflen, int *errnop,
-			      int *herrnop)
+struct guard {
+	sigset_t old;
+	bool blocked;
+	int saved_errno;
+};
+
+static void guard_enter(struct guard *g)
 {
-	struct rlb_addr_list got = {0};
+	g->saved_errno = errno;
+	g->blocked = false;
+}
+
+/* From here on, signals blocked (once). */
+static void guard_block(struct guard *g)
+{
+	sigset_t all;
+
+	if (g->blocked)
+		return;
+	sigfillset(&all);
+	g->blocked = pthread_sigmask(SIG_BLOCK, &all, &g->old) == 0;
+}
+
+/*
+ * errno back as it was, then the status's errno: glibc passes &errno as
+ * errnop, and reads ERANGE there to grow the buffer.
+ */
+static void guard_leave(struct guard *g, enum nss_status st, int err,
+			int *errnop)
+{
+	if (g->blocked)
+		pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+	errno = g->saved_errno;
+	if (st != NSS_STATUS_SUCCESS)
+		*errnop = err;
+}
+
+/* Addresses an answer holds without an allocation. */
+#define LOOKUP_INLINE_ADDRS 8
+
+/*
+ * The answer for name in family af (AF_UNSPEC: both), formatted by fmt
+ * into out and buf while the snapshot is held (hname lives in it);
+ * signals blocked by g where it takes the slow paths.
+ */
+static enum nss_status lookup(struct guard *g, const char *name, int af,
+			      format_fn fmt, void *out, char *buf,
+			      size_t buflen, int *errnop, int *herrnop)
+{
+	struct rlb_dns_addr inline_addrs[LOOKUP_INLINE_ADDRS];
+	struct rlb_addr_list got = RLB_ADDR_LIST_IN(inline_addrs);
 	struct rlb_answer_sink sink = rlb_collect_sink(&got);
 	struct addrinfo q = {.ai_family = af, .ai_socktype = SOCK_STREAM};
 	enum nss_status st = NSS_STATUS_NOTFOUND;
 	struct rlb_snapshot *snap;
 	struct rlb_cluster *c;
 	const char *hname = NULL;
+	bool settled;
 	int rc;
 
 	*errnop = ENOENT;
 	*herrnop = HOST_NOT_FOUND;
-	if (!name || !(snap = rlb_session_acquire()))
+	if (!name)
+		return NSS_STATUS_NOTFOUND;
+	snap = rlb_session_acquire_settled(&settled);
+	if (!settled) {
+		guard_block(g);
+		snap = rlb_session_acquire();
+	}
+	if (!snap)
 		return NSS_STATUS_NOTFOUND;
 	c = rlb_config_find(snap->cfg, name);
+	/* Not all literals: the resolver reads /etc/hosts or asks DNS. */
+	if (c && (c->srv || c->dns || !c->view || !c->view->all_literal))
+		guard_block(g);
 	if (c && (c->srv || c->dns)) {
 		c = rlb_session_members(c, &snap);
 		if (!c)
@@ -116,34 +180,6 @@ static int fmt_hostent(const struct rlb_addr_list *l, const char *hname,
 	return rc;
 }
 
-/* Signals blocked and errno kept across one call of the module. */
-struct guard {
-	sigset_t old;
-	int saved_errno;
-};
-
-static void guard_enter(struct guard *g)
-{
-	sigset_t all;
-
-	g->saved_errno = errno;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &g->old);
-}
-
-/*
- * errno back as it was, then the status's errno: glibc passes &errno as
- * errnop, and reads ERANGE there to grow the buffer.
- */
-static void guard_leave(struct guard *g, enum nss_status st, int err,
-			int *errnop)
-{
-	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-	errno = g->saved_errno;
-	if (st != NSS_STATUS_SUCCESS)
-		*errnop = err;
-}
-
 RLB_NSS_EXPORT enum nss_status
 _nss_replicalb_gethostbyname4_r(const char *name, struct gaih_addrtuple **pat,
 				char *buffer, size_t buflen, int *errnop,
@@ -154,7 +190,7 @@ _nss_replicalb_gethostbyname4_r(const char *name, struct gaih_addrtuple **pat,
 	int err;
 
 	guard_enter(&g);
-	st = lookup(name, AF_UNSPEC, fmt_gaih, pat, buffer, buflen, &err,
+	st = lookup(&g, name, AF_UNSPEC, fmt_gaih, pat, buffer, buflen, &err,
 		    herrnop);
 	if (st == NSS_STATUS_SUCCESS && ttlp)
 		*ttlp = 0;
@@ -178,8 +214,8 @@ _nss_replicalb_gethostbyname3_r(const char *name, int af, struct hostent *host,
 		*herrnop = NO_DATA;
 		st = NSS_STATUS_UNAVAIL;
 	} else {
-		st = lookup(name, af, fmt_hostent, &out, buffer, buflen, &err,
-			    herrnop);
+		st = lookup(&g, name, af, fmt_hostent, &out, buffer, buflen,
+			    &err, herrnop);
 	}
 	if (st == NSS_STATUS_SUCCESS && ttlp)
 		*ttlp = 0;

@@ -264,7 +264,9 @@ int rlb_resolve_gethostbyname(struct rlb_cluster *c, const char *name, int af,
 			      struct hostent *ret, char *buf, size_t buflen,
 			      struct hostent **result, int *h_errnop)
 {
-	struct rlb_addr_list got = {0};
+	/* Most answers fit here: no allocation for them. */
+	struct rlb_dns_addr inline_addrs[8];
+	struct rlb_addr_list got = RLB_ADDR_LIST_IN(inline_addrs);
 	struct rlb_answer_sink collect = rlb_collect_sink(&got), sink;
 	struct rlb_observed tracked = {&collect, track_observe, NULL};
 	struct addrinfo q = {0};

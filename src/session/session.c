@@ -489,6 +489,17 @@ static void refresh_thread_cache(void)
 	rlb_snapshot_put(old);
 }
 
+/* This thread's cached snapshot, held (NULL: unconfigured). */
+static struct rlb_snapshot *hold_cached(int64_t now)
+{
+	if (!tls_snap)
+		return NULL;
+	/* The outermost use's reading serves the whole of it. */
+	if (tls_depth++ == 0)
+		rlb_op_clock_begin(now);
+	return tls_snap;
+}
+
 struct rlb_snapshot *rlb_session_acquire(void)
 {
 	unsigned gen;
@@ -510,12 +521,28 @@ struct rlb_snapshot *rlb_session_acquire(void)
 		refresh_thread_cache();
 		errno = saved;
 	}
-	if (!tls_snap)
+	return hold_cached(now);
+}
+
+struct rlb_snapshot *rlb_session_acquire_settled(bool *settled)
+{
+	int64_t now;
+
+	*settled = false;
+	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return NULL;
-	/* The outermost use's reading serves the whole of it. */
-	if (tls_depth++ == 0)
-		rlb_op_clock_begin(now);
-	return tls_snap;
+	if (disabled) {
+		*settled = true;
+		return NULL;
+	}
+	now = rlb_monotonic_ms();
+	if (now >= atomic_load_explicit(&next_check_ms, memory_order_relaxed))
+		return NULL;
+	if (tls_gen != atomic_load_explicit(&cfg_gen, memory_order_acquire) &&
+	    tls_depth == 0)
+		return NULL;
+	*settled = true;
+	return hold_cached(now);
 }
 
 void rlb_session_release(struct rlb_snapshot *snap)
@@ -568,8 +595,8 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	const struct rlb_cluster *c;
 	struct rlb_snapshot *snap = NULL, *old = NULL;
 	char dir[PATH_MAX], *state_dir = NULL, *share = NULL, *name = NULL;
-	bool answered = false, use_shared = false, stale = false;
-	bool changed = false;
+	bool answered = false, use_shared, stale, changed = false;
+	enum rlb_shared_use use;
 	size_t share_len = 0;
 	uint64_t key;
 
@@ -596,13 +623,10 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 	key = rlb_members_shared_key(name_hash, q.srv, q.dns);
 	if (name)
 		rlb_members_shared_read(dir, name, key, true, &sh);
-	/* Another process asked since we did, and it is fresh: no DNS. */
-	if (sh.ok && sh.wall_ms > had_wall &&
-	    sh.age_ms < rlb_membership_fresh_ms(&q, sh.a.ttl))
-		use_shared = true;
-	/* Nothing of our own yet: a stale shared answer now, DNS after. */
-	else if (sh.ok && !answered && sh.age_ms < RLB_SHARED_MAX_AGE_MS)
-		use_shared = stale = true;
+	/* Fresh: no DNS; stale while we have nothing: now, DNS after. */
+	use = rlb_shared_answer_use(&sh, &q, had_wall, answered);
+	use_shared = use != RLB_SHARED_NONE;
+	stale = use == RLB_SHARED_STALE;
 	if (!use_shared && waited && dns == &rlb_dns_stub)
 		deadline = rlb_monotonic_ms() + rlb_dns_stub_budget_ms();
 	memset(&a, 0, sizeof(a));

@@ -41,6 +41,14 @@ extern const struct rlb_session_product rlb_session_product;
 struct rlb_snapshot *rlb_session_acquire(void);
 void rlb_session_release(struct rlb_snapshot *snap);
 /*
+ * rlb_session_acquire() when it would take no lock and make no system
+ * call (the session started, no reload check due, this thread's cache
+ * current): *settled true, and the snapshot or NULL as acquire gives.
+ * Else *settled false, NULL, and nothing done: the caller blocks signals
+ * (the NSS module) and calls rlb_session_acquire().
+ */
+struct rlb_snapshot *rlb_session_acquire_settled(bool *settled);
+/*
  * The snapshot in force with a reference of the caller's (put it with
  * rlb_snapshot_put()), without a reload check and without waiting for
  * any lock: for exit() and exec(), which may come from a signal handler.
@@ -64,6 +72,27 @@ const char *rlb_session_fqdn(void);
  */
 struct rlb_cluster *rlb_session_members(struct rlb_cluster *c,
 					struct rlb_snapshot **snap);
+/*
+ * first_members.c: the members each DNS cluster of cfg (a loaded config,
+ * not yet a snapshot's) starts with in a new process of the host, added
+ * to it, for a tool that runs once (replicalbctl): the host's shared
+ * answer while it is fresh; else its sources asked of dns (NULL: the
+ * stub) once, and a stale shared answer only if they fail, as a process
+ * would ride on it. Nothing is written: the shared answer is left for
+ * the library's processes. One entry per DNS cluster, in config order,
+ * *n of them (free with rlb_session_first_members_free()); NULL when
+ * out of memory.
+ */
+struct rlb_first_members {
+	struct rlb_membership ms;
+	int64_t shared_age_ms;	/* the shared answer used was this old; -1 */
+	int64_t skipped_age_ms; /* DNS asked over one this old (stale); -1 */
+	bool dns_failed;	/* DNS failed: the stale shared answer used */
+};
+struct rlb_first_members *
+rlb_session_first_members(struct rlb_config *cfg,
+			  const struct rlb_dns_client *dns, size_t *n);
+void rlb_session_first_members_free(struct rlb_first_members *f, size_t n);
 /* Test seam: memberships ask dns from now on (NULL: the library's stub). */
 void rlb_session_set_dns(const struct rlb_dns_client *dns);
 

@@ -133,6 +133,15 @@ p.write_text("\n".join(lines))
 PYEOF
 )
 # The hash covers only the members, so the edited header stays valid.
+# replicalbctl, with DNS down, shows the stale answer a new program
+# would ride on (the session's rule), and says why.
+dns_stop
+rlbctl resolve -v --peek pool.cluster >"$T/ctl-stale.out" 2>&1
+check_match "resolve -v, DNS down: the stale shared answer, and why" \
+	"answer: the host's shared answer, [0-9]+ ms old \\(stale: DNS did not answer\\)" \
+	"$(cat "$T/ctl-stale.out")"
+check_match "resolve -v, DNS down: its members" "127.0.0.74" "$(cat "$T/ctl-stale.out")"
+dns_start || fail "named once more"
 mark=$(wc -l <"$DNS_DIR/named.log")
 # A program that lives a little (3 lookups 0.3 s apart): its background
 # refresh has the time to end.

@@ -67,6 +67,10 @@ check_eq "session.h builds on engine.h" 'engine/engine.h' \
 	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/session/session.h")"
 check_eq "preload.h builds on session.h" 'session/session.h' \
 	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/preload/preload.h")"
+check_eq "ctl.h builds on session.h" 'session/session.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/ctl/ctl.h")"
+check_eq "nss.h builds on session.h" 'session/session.h' \
+	"$(sed -n 's/^#include "\(.*\)"/\1/p' "$top_srcdir/src/nss/nss.h")"
 
 lib=${RLB_LIB##* }
 ctl=$top_builddir/replicalbctl

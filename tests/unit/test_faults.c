@@ -2,7 +2,8 @@
  * fail at its first, second, ... and later calls, with each errno of its
  * man page that can happen here, while a program resolves a virtual name,
  * connects to its replicas and to an address of no replica, asks libc
- * about a name that is not virtual, refreshes a DNS cluster twice and
+ * about a name that is not virtual, resolves a cluster as the NSS module
+ * does (its own resolver, a hosts file), refreshes a DNS cluster twice and
  * uses a cluster's state past its once-a-second follow (design.md §10.3;
  * sqlite's I/O error tests). Each round checks that the program survives,
  * that what is not ours gets libc's answer, and that health counts
@@ -13,7 +14,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <nss.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +35,7 @@
 #include <cmocka.h>
 
 #include "preload/preload.h"
+#include "nss/nss.h"
 #include "preload/track_internal.h"
 #include "state/health_internal.h"
 #include "tests/unit/dnswire.h"
@@ -64,6 +68,7 @@ enum step {
 	S_OTHER,
 	S_NONVIRTUAL,
 	S_FQDN,
+	S_NSS,
 	S_DNS,
 	S_DNS_AGAIN,
 	S_STATE_RW,
@@ -85,6 +90,7 @@ static const char *const step_names[] = {
 	"not a replica",
 	"not virtual",
 	"fqdn",
+	"nss module",
 	"dns members",
 	"dns members again",
 	"state first use",
@@ -104,6 +110,7 @@ static enum step step, fired_step;
 
 static char tmpdir[] = "/tmp/rlb-test-faults-XXXXXX";
 static char cfg_path[256];
+static char hosts_path[256]; /* kept: the resolver reads it by name */
 static int listen_ok = -1, bound_refused = -1, bound_other = -1;
 static int port_ok, port_refused, port_other;
 static int devnull = -1, saved_stderr = -1;
@@ -443,8 +450,9 @@ static int bound_socket(const char *addr, int *port)
  * the seam (rlb_dns_stub_use()), so that faults reach every system call
  * of the asking. It answers every question with one SRV target and its
  * address in the additional section (so its members need no lookup of
- * their own). No refresh thread: pthread_create fails, so a refresh is
- * asked in the scenario's own thread, where faults are seen.
+ * their own); any other question with NXDOMAIN. No refresh thread:
+ * pthread_create fails, so a refresh is asked in the scenario's own thread,
+ * where faults are seen.
  */
 static int dns_fd = -1;
 static pthread_t dns_thread;
@@ -453,6 +461,16 @@ static struct rlb_resolv_conf dns_conf;
 /* Questions taken; how long each answer is held back (a slow server). */
 static atomic_uint dns_questions;
 static atomic_int dns_hold_ms;
+
+/* Whether query q (n bytes) asks an SRV question. */
+static bool asks_srv(const uint8_t *q, size_t n)
+{
+	size_t off = 12;
+
+	while (off < n && q[off])
+		off += (size_t)q[off] + 1;
+	return off + 2 < n && q[off + 1] == 0 && q[off + 2] == 33;
+}
 
 static void *dns_serve(void *arg)
 {
@@ -473,6 +491,15 @@ static void *dns_serve(void *arg)
 		atomic_fetch_add(&dns_questions, 1);
 		if (atomic_load(&dns_hold_ms) > 0)
 			poll(NULL, 0, atomic_load(&dns_hold_ms));
+		if (!asks_srv(q, (size_t)n)) {
+			/* The NSS resolver's A or AAAA (its hosts file
+			 * failed): NXDOMAIN, the question echoed. */
+			q[2] |= 0x80;
+			q[3] = (uint8_t)((q[3] & 0xf0) | 3);
+			sendto(dns_fd, q, (size_t)n, 0,
+			       (struct sockaddr *)&from, flen);
+			continue;
+		}
 		dw_start(&w, "_f._tcp.rlb.test", 33, 0);
 		dw_srv(&w, "_f._tcp.rlb.test", 0, 0, 1, 9, "t.rlb.test");
 		dw_glue(&w, "t.rlb.test", 0, "127.0.0.2");
@@ -520,7 +547,9 @@ static int write_config(int ms)
 		 " { host = \"refuser\"; address = \"127.0.0.3\"; port = %d; "
 		 "} ); },\n"
 		 " { name = \"d.cluster\"; srv = \"_f._tcp.rlb.test\";\n"
-		 "   dns_refresh_floor_ms = 10; dns_cache_ttl = 0; } );\n",
+		 "   dns_refresh_floor_ms = 10; dns_cache_ttl = 0; },\n"
+		 " { name = \"n.cluster\"; load_balancing = \"in_order\";\n"
+		 "   replicas = ( \"nss-replica\", \"127.0.0.3\" ); } );\n",
 		 ms, port_ok, port_refused);
 	f = fopen(cfg_path, "w");
 	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
@@ -546,6 +575,13 @@ static int setup(void **state)
 	snprintf(cfg_path, sizeof(cfg_path), "%s/replicalb.conf", tmpdir);
 	if (write_config(TIMEOUT_MS) != 0)
 		return -1;
+	/* The hosts file of the NSS module's resolver (nss_step()). */
+	snprintf(hosts_path, sizeof(hosts_path), "%s/hosts", tmpdir);
+	f = fopen(hosts_path, "w");
+	if (!f || fputs("# test_faults\n127.0.0.2 nss-replica\n", f) < 0 ||
+	    fclose(f) != 0)
+		return -1;
+	rlb_nss_hosts_file(hosts_path);
 	setenv("REPLICALB_CONFIG", cfg_path, 1);
 	setenv("REPLICALB_STATE_DIR", tmpdir, 1);
 	snprintf(gdir, sizeof(gdir), "%s/g", tmpdir);
@@ -615,6 +651,58 @@ static void RLB_PRINTF(1, 2) problem(const char *fmt, ...)
 static bool fired_here(enum step s)
 {
 	return fired && fired_step == s;
+}
+
+/*
+ * The NSS module's path (design.md §16): n.cluster's replicas, one a name
+ * in the test's hosts file, resolved by the module's resolver (a peek,
+ * as the module charges nothing: RLB_STATE_TURN), collected in a list
+ * that outgrows its one inline entry, and formatted as
+ * gethostbyname4_r's tuples. With no fault: both, in order; with one:
+ * fewer or none, and errno kept; never a crash.
+ */
+static void nss_step(struct rlb_snapshot *snap)
+{
+	struct rlb_cluster *n = rlb_config_find(snap->cfg, "n.cluster");
+	struct addrinfo q = {.ai_socktype = SOCK_STREAM};
+	struct rlb_dns_addr one[1];
+	struct rlb_addr_list got = RLB_ADDR_LIST_IN(one);
+	struct rlb_answer_sink sink = rlb_collect_sink(&got);
+	struct gaih_addrtuple *pat = NULL;
+	const char *hname = NULL;
+	char buf[1024], text[INET_ADDRSTRLEN], seen[64] = "";
+	size_t left;
+	int rc;
+
+	step = S_NSS;
+	if (!n) {
+		problem("n.cluster: no cluster");
+		return;
+	}
+	errno = EBADMSG;
+	rc = rlb_answer(n, NULL, &q, true, &rlb_nss_resolver, &sink, &hname);
+	if (errno != EBADMSG)
+		problem("nss: the answer changed errno to %d", errno);
+	left = rlb_addr_list_unique(&got, AF_UNSPEC);
+	if (left && rlb_format_gaih(&got, hname, &pat, buf, sizeof(buf)) != 0)
+		problem("nss: %zu addresses do not fit %zu bytes", left,
+			sizeof(buf));
+	for (struct gaih_addrtuple *t = left ? pat : NULL; t; t = t->next) {
+		inet_ntop(AF_INET, t->addr, text, sizeof(text));
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen),
+			 "%s%s", seen[0] ? " " : "", text);
+	}
+	if (!fired_here(S_NSS) &&
+	    (rc != 0 || strcmp(seen, "127.0.0.2 127.0.0.3") != 0))
+		problem("nss: rc %d, [%s] with no fault", rc, seen);
+	/* A peek counts nothing, whatever failed. */
+	if (rlb_health_errors(n, 0, 0, false) ||
+	    rlb_health_errors(n, 1, 0, false))
+		problem("nss: a peek counted errors");
+	else if (strcmp(seen, "127.0.0.2 127.0.0.3") != 0 &&
+		 strcmp(seen, "127.0.0.3") != 0 && strcmp(seen, "") != 0)
+		problem("nss: [%s] under a fault", seen);
+	rlb_addr_list_free(&got);
 }
 
 static struct sockaddr_in loopback(const char *addr, int port)
@@ -1015,6 +1103,8 @@ static void scenario(struct outcome *out, uint64_t errs[2])
 		if (res)
 			freeaddrinfo(res);
 	}
+
+	nss_step(snap);
 
 	step = S_FQDN;
 	errno = EBADMSG;

@@ -89,6 +89,38 @@ static void test_unique_keeps_first_of_each(void **state)
 	assert_null(l.addrs);
 }
 
+/* A list in the caller's storage: no allocation while it fits, then on
+ * the heap with what it held, in order; free leaves the storage alone. */
+static void test_list_in_callers_storage_grows_to_heap(void **state)
+{
+	struct rlb_dns_addr room[2], a[5];
+	struct rlb_addr_list l = RLB_ADDR_LIST_IN(room);
+	char text[16];
+
+	(void)state;
+	for (size_t i = 0; i < 5; i++) {
+		snprintf(text, sizeof(text), "10.0.0.%zu", i + 1);
+		a[i] = v4(text, 9000);
+	}
+	collect(&l, a, 2);
+	assert_ptr_equal(l.addrs, room);
+	assert_false(l.on_heap);
+	collect(&l, a + 2, 3);
+	assert_ptr_not_equal(l.addrs, room);
+	assert_true(l.on_heap);
+	assert_int_equal(l.n, 5);
+	for (size_t i = 0; i < 5; i++)
+		assert_memory_equal(&l.addrs[i], &a[i], sizeof(a[i]));
+	rlb_addr_list_free(&l);
+	assert_null(l.addrs);
+	/* Freed while still in the storage: nothing to free (ASan and
+	 * valgrind would see a bad free). */
+	l = RLB_ADDR_LIST_IN(room);
+	collect(&l, a, 1);
+	rlb_addr_list_free(&l);
+	assert_int_equal(l.n, 0);
+}
+
 struct seen {
 	size_t n;
 	size_t idx[8];
@@ -227,6 +259,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_unique_keeps_first_of_each),
+		cmocka_unit_test(test_list_in_callers_storage_grows_to_heap),
 		cmocka_unit_test(test_observed_sink_sees_what_is_taken),
 		cmocka_unit_test(test_hostent_every_alignment_exact_size),
 		cmocka_unit_test(test_gaih_list_preallocated_first),

@@ -855,6 +855,49 @@ static void test_members_shared_answer_round_trip(void **state)
 	rlb_config_free(cfg);
 }
 
+/*
+ * The one rule of what a process does with the shared answer (every
+ * product's: the session's refresh, replicalbctl's first members).
+ */
+static void test_members_shared_answer_use(void **state)
+{
+	struct rlb_config *cfg = parse("clusters = ({ name = \"s.cluster\"; "
+				       "srv = \"_ch._tcp.rlb.test\"; "
+				       "dns_cache_ttl = 60; });");
+	struct rlb_cluster *c = &cfg->clusters[0];
+	/* A 10 s TTL under a 60 s dns_cache_ttl: fresh for 10 s. */
+	struct rlb_shared_answer sh = {
+		.ok = true, .wall_ms = 5000, .age_ms = 9999, .a.ttl = 10};
+
+	(void)state;
+	assert_int_equal(rlb_membership_fresh_ms(c, 10), 10000);
+	/* A new process: fresh, taken, no DNS. */
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 0, false),
+			 RLB_SHARED_FRESH);
+	/* Fresh, but the one we took already: DNS. */
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 5000, true),
+			 RLB_SHARED_NONE);
+	/* Fresh and newer than ours: taken, whatever we have. */
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 4999, true),
+			 RLB_SHARED_FRESH);
+	/* Stale: now while we have nothing, else DNS. */
+	sh.age_ms = 10000;
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 0, false),
+			 RLB_SHARED_STALE);
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 0, true),
+			 RLB_SHARED_NONE);
+	/* Too old to ride on at all. */
+	sh.age_ms = RLB_SHARED_MAX_AGE_MS;
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 0, false),
+			 RLB_SHARED_NONE);
+	/* None read. */
+	sh.ok = false;
+	sh.age_ms = 0;
+	assert_int_equal(rlb_shared_answer_use(&sh, c, 0, false),
+			 RLB_SHARED_NONE);
+	rlb_config_free(cfg);
+}
+
 /* Every field is checked: a damaged or forged file is refused whole. */
 static void test_members_shared_answer_refuses_damage(void **state)
 {
@@ -957,6 +1000,7 @@ int main(void)
 		cmocka_unit_test_setup(
 			test_members_srv_targets_resolved_together, setup),
 		cmocka_unit_test_setup(test_members_failures_back_off, setup),
+		cmocka_unit_test_setup(test_members_shared_answer_use, setup),
 		cmocka_unit_test_setup(test_members_shared_answer_round_trip,
 				       setup),
 		cmocka_unit_test_setup(
