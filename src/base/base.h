@@ -200,12 +200,6 @@ bool rlb_log_enabled(enum rlb_log_level level);
  * lines of several threads never interleave. Keeps errno.
  */
 void rlb_log(enum rlb_log_level level, const char *fmt, ...) RLB_PRINTF(2, 3);
-/*
- * The calling thread is one of the library's own (a DNS refresh): its
- * messages to syslog take no lock of libc's, so that a fork() meanwhile
- * copies none held (design.md §13.4).
- */
-void rlb_log_own_thread(void);
 
 /* ------------------------------------------------------------------ */
 /* libc.c */
@@ -217,7 +211,7 @@ void rlb_log_own_thread(void);
  * the system directly. The hooked names (the resolver functions, connect,
  * getsockopt, close) and socket are found with dlsym(RTLD_NEXT), never our
  * own exports; the others are libc's functions, with fixed arguments where
- * libc's are variadic (open, openat, fcntl, mremap, syslog). `now` is
+ * libc's are variadic (open, openat, fcntl, mremap). `now` is
  * clock_gettime(): rlb_now() and rlb_monotonic_ms() read it.
  *
  * RLB_LIBC_ENTRIES(X) lists the entries as X(return type, name, (parameters),
@@ -351,7 +345,6 @@ void rlb_log_own_thread(void);
 		(req, rem))                                                    \
 	X(long, futex, (uint32_t *word, int op, uint32_t val,                  \
 		const struct timespec *timeout), (word, op, val, timeout))     \
-	X(void, syslog, (int prio, const char *msg), (prio, msg))              \
 	X(int, pthread_create, (pthread_t *t, const pthread_attr_t *attr,      \
 		void *(*fn)(void *), void *arg), (t, attr, fn, arg))           \
 	/* the clock: clock_gettime() */                                       \

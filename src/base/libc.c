@@ -16,7 +16,6 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -197,11 +196,6 @@ static int libc_getrlimit(int resource, struct rlimit *rl)
 	return getrlimit(resource, rl);
 }
 
-static void libc_syslog(int prio, const char *msg)
-{
-	syslog(prio, "%s", msg);
-}
-
 /* glibc has no futex(): the system call. */
 static long libc_futex(uint32_t *word, int op, uint32_t val,
 		       const struct timespec *timeout)
@@ -306,7 +300,6 @@ static void bind_table(void)
 	t->pthread_sigmask = pthread_sigmask;
 	t->nanosleep = nanosleep;
 	t->futex = libc_futex;
-	t->syslog = libc_syslog;
 	t->pthread_create = pthread_create;
 	t->now = clock_gettime;
 	defaults = *t;

@@ -1,5 +1,6 @@
-/* log.c - the library's messages: "replicalb[PID]: ..." to stderr or
- * syslog, filtered by level, quiet when nothing is wrong. */
+/* log.c - the library's messages: "replicalb[PID]: ..." to stderr, or to
+ * syslog under the ident "replicalb" whatever the program, filtered by
+ * level, quiet when nothing is wrong. */
 #include "config.h"
 
 #include <errno.h>
@@ -19,40 +20,54 @@ static const char *const level_names[] = {
 
 static atomic_int log_level = RLB_LOG_WARNING;
 static atomic_int log_target = RLB_LOG_STDERR;
-/* This thread is one of the library's own (rlb_log_own_thread()). */
-static RLB_TLS bool own_thread;
-
-void rlb_log_own_thread(void)
-{
-	own_thread = true;
-}
 
 /*
- * A syslog message sent the way syslog(3) would, but with no lock of
- * libc's (syslog(3) holds one that a fork() would copy held): one
- * datagram "<PRI>PROG: LINE" to /dev/log, the time left to the daemon.
+ * One syslog message, sent as syslog(3) would send it but of our own:
+ * "<PRI>replicalb[PID]: PROG: TEXT" to /dev/log, the time left to the
+ * daemon (rsyslog and journald stamp it). Our own because
+ * - the ident is then "replicalb" in every program, which is what an
+ *   operator filters on (journalctl -t replicalb, rsyslog's
+ *   $programname), and the program is named in the text;
+ * - nothing of the program's syslog state is used or changed: no
+ *   openlog(), its ident, facility and options stay its own;
+ * - syslog(3) takes a lock of libc's, which a fork() while the library's
+ *   own thread held it would leave held in the child (design.md §13.4).
+ * A datagram socket, else a stream one (an old syslogd's), as glibc
+ * does. Opened per message: the library warns rarely, and
+ * rate-limits what repeats. No cancellation meanwhile: a cancel in the
+ * connect() or write() would leave the socket open.
  */
-static void own_syslog(int prio, const char *line)
+static void own_syslog(int prio, const char *text)
 {
 	static const struct sockaddr_un dev_log = {AF_UNIX, "/dev/log"};
+	static const int types[] = {SOCK_DGRAM, SOCK_STREAM};
 	char msg[1200];
-	int n, fd;
+	size_t len;
+	int n, fd, cancel;
 
-	n = snprintf(msg, sizeof(msg), "<%d>%s: %s", prio,
-		     program_invocation_short_name, line);
+	n = snprintf(msg, sizeof(msg), "<%d>replicalb[%d]: %s: %s", prio,
+		     (int)rlb_libc()->getpid(), program_invocation_short_name,
+		     text);
 	if (n <= 0)
 		return;
-	fd = rlb_libc()->socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	if (rlb_libc()->connect(fd, (const struct sockaddr *)&dev_log,
-				sizeof(dev_log)) == 0 &&
-	    rlb_libc()->write(fd, msg,
-			      (size_t)n < sizeof(msg) ? (size_t)n
-						      : sizeof(msg) - 1) < 0) {
-		/* Nowhere to report a failed report. */
+	len = (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+	cancel = rlb_cancel_off();
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+		fd = rlb_libc()->socket(AF_UNIX, types[t] | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			break;
+		if (rlb_libc()->connect(fd, (const struct sockaddr *)&dev_log,
+					sizeof(dev_log)) == 0) {
+			/* A stream's messages end with a NUL, as glibc's. */
+			if (rlb_libc()->write(fd, msg, len + (t == 1)) < 0) {
+				/* Nowhere to report a failed report. */
+			}
+			rlb_libc()->close(fd);
+			break;
+		}
+		rlb_libc()->close(fd);
 	}
-	rlb_libc()->close(fd);
+	rlb_cancel_restore(cancel);
 }
 
 int rlb_log_level_parse(const char *s, enum rlb_log_level *out)
@@ -108,24 +123,19 @@ void rlb_log(enum rlb_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(line + off, sizeof(line) - off - 1, fmt, ap);
 	va_end(ap);
+	if (atomic_load(&log_target) == RLB_LOG_SYSLOG) {
+		/* The text alone: the tag is own_syslog()'s. */
+		own_syslog(LOG_USER | syslog_prio[level], line + off);
+		errno = saved;
+		return;
+	}
 	if (n > 0)
 		off += (size_t)n < sizeof(line) - off - 1
 			       ? (size_t)n
 			       : sizeof(line) - off - 2;
-	if (atomic_load(&log_target) == RLB_LOG_SYSLOG) {
-		line[off] = '\0';
-		if (own_thread)
-			own_syslog(LOG_USER | syslog_prio[level], line);
-		else
-			/* (parenthesised: a fortified syslog may be a
-			 * macro) */
-			(rlb_libc()->syslog)(LOG_USER | syslog_prio[level],
-					     line);
-	} else {
-		line[off++] = '\n';
-		if (rlb_libc()->write(STDERR_FILENO, line, off) < 0) {
-			/* Nowhere to report a failed report. */
-		}
+	line[off++] = '\n';
+	if (rlb_libc()->write(STDERR_FILENO, line, off) < 0) {
+		/* Nowhere to report a failed report. */
 	}
 	errno = saved;
 }

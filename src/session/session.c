@@ -688,7 +688,6 @@ static bool refresh_membership(uint64_t name_hash, bool waited)
 
 static void *refresh_thread(void *arg)
 {
-	rlb_log_own_thread();
 	refresh_membership((uint64_t)(uintptr_t)arg, false);
 	return NULL;
 }

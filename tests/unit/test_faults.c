@@ -267,7 +267,6 @@ static int fail_gethostbyname_r(struct hostent **result, int *h_errnop)
 #define FAIL_pthread_sigmask  return fail_err
 #define FAIL_nanosleep	      return fail_int(fail_err)
 #define FAIL_futex	      return fail_int(fail_err)
-#define FAIL_syslog	      NOFAIL
 #define FAIL_pthread_create   return fail_err
 #define FAIL_now	      return fail_int(fail_err)
 
@@ -370,7 +369,7 @@ static size_t nerrnos(int e)
 }
 
 /* Entries that cannot fail (void, or no error in their contract). */
-static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid, E_syslog};
+static const int never_fail[] = {E_freeaddrinfo, E_getpid, E_geteuid};
 
 static int record_shmget(key_t key, size_t size, int flags)
 {
@@ -1471,7 +1470,7 @@ static void test_faults_fork_during_refresh(void **state)
 static const int cancel_entries[] = {
 	E_getaddrinfo, E_connect, E_close,    E_fcntl,	   E_poll,
 	E_open,	       E_openat,  E_read,     E_pread,	   E_write,
-	E_opendir,     E_readdir, E_closedir, E_nanosleep, E_syslog,
+	E_opendir,     E_readdir, E_closedir, E_nanosleep,
 };
 static bool is_cancel_point[E_COUNT];
 static RLB_TLS bool in_victim; /* this thread is the one cancelled */
