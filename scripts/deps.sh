@@ -6,7 +6,8 @@
 # wget, postgresql-client and nodejs are clients of bench/hedge_clients.sh
 # (which runs psql only where a PostgreSQL server is installed too).
 # golang-go builds the cgo Go program that nss.sh resolves through the
-# NSS module.
+# NSS module. prometheus brings promtool, which checks metrics.sh's
+# `status --prometheus` (its service is never started by the tests).
 # shellcheck shell=bash
 
 RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev binutils \
@@ -14,7 +15,7 @@ libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
 python3 valgrind file procps clang-format redis-server redis-tools strace \
 iproute2 nftables clang libclang-rt-14-dev openjdk-17-jdk-headless \
 haproxy python3-matplotlib bind9 bind9-dnsutils wget postgresql-client \
-nodejs golang-go"
+nodejs golang-go prometheus"
 
 rlb_ensure_deps()
 {

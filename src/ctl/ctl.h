@@ -51,6 +51,19 @@ struct rlb_probe_result {
 struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults);
 
 /* ------------------------------------------------------------------ */
+/* metrics.c */
+
+/*
+ * `status --prometheus`: cfg's clusters (one: only it) in Prometheus's
+ * text exposition format, at wall time now: per replica its errors,
+ * slowdowns, recovery seconds and traffic counts (labels cluster, host,
+ * port, source), per cluster its replicas, and for DNS clusters the
+ * members and the age of their answer (rlb_ctl_ask_members() first).
+ */
+void rlb_ctl_prometheus(const struct rlb_config *cfg,
+			const struct rlb_cluster *one, int64_t now);
+
+/* ------------------------------------------------------------------ */
 /* show.c */
 
 /*
@@ -61,6 +74,8 @@ struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults);
  */
 bool rlb_ctl_ask_members(struct rlb_config *cfg);
 void rlb_ctl_free_members(void);
+/* What rlb_ctl_ask_members() found for DNS cluster c (NULL: none). */
+const struct rlb_first_members *rlb_ctl_members_of(const struct rlb_cluster *c);
 /* One line per DNS question of c: what it answered (with_age: when). */
 void rlb_ctl_print_dns(const struct rlb_cluster *c, const char *indent,
 		       bool with_age);

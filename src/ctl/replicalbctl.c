@@ -23,6 +23,7 @@
 #define CTL_OPT_JSON	 (1u << 3) /* status, probe --json */
 #define CTL_OPT_INTERVAL (1u << 4) /* probe --interval */
 #define CTL_OPT_ALL	 (1u << 5) /* remove-state --all */
+#define CTL_OPT_PROM	 (1u << 6) /* status --prometheus */
 
 /* Room for "[host]:port". */
 #define CTL_LABEL_MAX (RLB_MAX_HOST + 16)
@@ -65,7 +66,8 @@ static const char usage_text[] =
 	"  check                     validate the config, list clusters\n"
 	"  resolve [-n COUNT] [--peek] [-v] NAME\n"
 	"                            perform selections, print the orders\n"
-	"  status [--json] [CLUSTER] show error counts, recovery times\n"
+	"  status [--json | --prometheus] [CLUSTER]\n"
+	"                            show error counts, recovery times\n"
 	"  record-error CLUSTER HOST[:PORT] [COUNT]\n"
 	"                            count errors against a replica\n"
 	"  reset [CLUSTER [HOST[:PORT]]]\n"
@@ -92,6 +94,7 @@ static const char usage_text[] =
 	"      --peek                resolve: change no shared state\n"
 	"  -v, --verbose             resolve: show each replica's key\n"
 	"      --json                status, probe: print JSON\n"
+	"      --prometheus          status: Prometheus's text format\n"
 	"      --interval S          probe: again every S seconds, forever\n"
 	"      --all                 remove-state: every cluster's state\n"
 	"  -h, --help                show this help\n"
@@ -392,10 +395,17 @@ static int cmd_status(struct rlb_config *cfg, const struct ctl_opts *o)
 	int64_t now = rlb_now();
 	bool first = true;
 
+	if (json && (o->given & CTL_OPT_PROM))
+		return ctl_usage_error("--json and --prometheus: one or the "
+				       "other");
 	if (o->nargs > 1) {
 		one = find_cluster(cfg, o->args[1]);
 		if (!one)
 			return 1;
+	}
+	if (o->given & CTL_OPT_PROM) {
+		rlb_ctl_prometheus(cfg, one, now);
+		return 0;
 	}
 	if (json)
 		fputs("{\"clusters\": [", stdout);
@@ -683,7 +693,8 @@ static const struct ctl_cmd commands[] = {
 	{"check", 0, 0, 0, CTL_NEEDS_CONFIG, cmd_check},
 	{"resolve", 1, 1, CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
 	 CTL_NEEDS_RUNTIME, cmd_resolve},
-	{"status", 0, 1, CTL_OPT_JSON, CTL_NEEDS_LOOK, cmd_status},
+	{"status", 0, 1, CTL_OPT_JSON | CTL_OPT_PROM, CTL_NEEDS_LOOK,
+	 cmd_status},
 	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
 	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
 	{"policies", 0, 1, 0, CTL_NEEDS_NOTHING, cmd_policies},
@@ -694,8 +705,8 @@ static const struct ctl_cmd commands[] = {
 	{"gc", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_gc},
 };
 
-static const char *const opt_names[] = {"-n",	  "--peek",	"-v",
-					"--json", "--interval", "--all"};
+static const char *const opt_names[] = {
+	"-n", "--peek", "-v", "--json", "--interval", "--all", "--prometheus"};
 
 /* This host's FQDN, looked up once, as the library does. */
 static const char *local_fqdn(void)
@@ -743,7 +754,14 @@ static struct rlb_config *load_config(const struct ctl_opts *o)
  */
 static int parse_args(int argc, char **argv, struct ctl_opts *o)
 {
-	enum { OPT_PEEK = 256, OPT_JSON, OPT_VERSION, OPT_INTERVAL, OPT_ALL };
+	enum {
+		OPT_PEEK = 256,
+		OPT_JSON,
+		OPT_VERSION,
+		OPT_INTERVAL,
+		OPT_ALL,
+		OPT_PROM
+	};
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"app", required_argument, NULL, 'a'},
@@ -754,6 +772,7 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 		{"json", no_argument, NULL, OPT_JSON},
 		{"interval", required_argument, NULL, OPT_INTERVAL},
 		{"all", no_argument, NULL, OPT_ALL},
+		{"prometheus", no_argument, NULL, OPT_PROM},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -806,6 +825,9 @@ static int parse_args(int argc, char **argv, struct ctl_opts *o)
 			break;
 		case OPT_ALL:
 			o->given |= CTL_OPT_ALL;
+			break;
+		case OPT_PROM:
+			o->given |= CTL_OPT_PROM;
 			break;
 		case 'h':
 			fputs(synopsis, stdout);

@@ -22,8 +22,7 @@
 static struct rlb_first_members *ctl_members;
 static size_t nctl_members;
 
-static const struct rlb_first_members *
-membership_of(const struct rlb_cluster *c)
+const struct rlb_first_members *rlb_ctl_members_of(const struct rlb_cluster *c)
 {
 	for (size_t i = 0; i < nctl_members; i++)
 		if (ctl_members[i].ms.cluster == c->name_hash)
@@ -55,7 +54,7 @@ void rlb_ctl_free_members(void)
 void rlb_ctl_print_dns(const struct rlb_cluster *c, const char *indent,
 		       bool with_age)
 {
-	const struct rlb_first_members *f = membership_of(c);
+	const struct rlb_first_members *f = rlb_ctl_members_of(c);
 	const struct rlb_membership *ms = f ? &f->ms : NULL;
 
 	for (size_t v = 0; ms && v < ms->nviews; v++) {
@@ -160,7 +159,7 @@ static void status_json_state_file(const char *path)
 /* "dns": what each DNS question of c answered (design.md §15). */
 static void status_json_dns(const struct rlb_cluster *c)
 {
-	const struct rlb_first_members *f = membership_of(c);
+	const struct rlb_first_members *f = rlb_ctl_members_of(c);
 	const struct rlb_membership *ms = f ? &f->ms : NULL;
 
 	if (!ms)

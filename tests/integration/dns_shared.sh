@@ -90,6 +90,15 @@ check_match "resolve -v: the host's shared answer, and its age" 	"answer: the ho
 check_match "resolve -v: its members" "w1.$Z" "$(cat "$T/ctl.out")"
 check_eq "resolve -v: replicalbctl asked DNS nothing" 0 \
 	"$(queries_since "$mark" "_http._tcp.web.$Z" SRV)"
+# The same members, and their answer's age, as metrics (design.md §17).
+rlbctl status --prometheus web.cluster >"$T/web.prom" 2>&1
+check "status --prometheus: the DNS members" grep -qxF \
+	'replicalb_cluster_dns_members{cluster="web.cluster"} 3' "$T/web.prom"
+check_match "status --prometheus: the shared answer's age in seconds" \
+	'^replicalb_cluster_dns_answer_age_seconds\{cluster="web.cluster"\} [0-9.e+-]+$' \
+	"$(cat "$T/web.prom")"
+check "status --prometheus: promtool accepts it" \
+	sh -c 'promtool check metrics <"$1" >/dev/null 2>&1' sh "$T/web.prom"
 
 # -------------------------------------------------------------------
 # 2. DNS down: a new program gets the last good members at once.
