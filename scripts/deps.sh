@@ -8,6 +8,8 @@
 # golang-go builds the cgo Go program that nss.sh resolves through the
 # NSS module. prometheus brings promtool, which checks metrics.sh's
 # `status --prometheus` (its service is never started by the tests).
+# bash-completion gives completion.sh the functions the wrapper's
+# completion calls (_command_offset).
 # shellcheck shell=bash
 
 RLB_DEPS="autoconf automake libtool pkg-config make gcc libc6-dev binutils \
@@ -15,7 +17,7 @@ libconfig-dev libcmocka-dev libnss-wrapper curl socat netcat-openbsd \
 python3 valgrind file procps clang-format redis-server redis-tools strace \
 iproute2 nftables clang libclang-rt-14-dev openjdk-17-jdk-headless \
 haproxy python3-matplotlib bind9 bind9-dnsutils wget postgresql-client \
-nodejs golang-go prometheus"
+nodejs golang-go prometheus bash-completion"
 
 rlb_ensure_deps()
 {

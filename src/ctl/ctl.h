@@ -5,6 +5,90 @@
 
 #include "session/session.h"
 
+#include <stdio.h>
+
+/* ------------------------------------------------------------------ */
+/* cli.c: the command line */
+
+#define CTL_NAME "replicalbctl"
+#define CTL_SYNOPSIS                                                           \
+	"usage: " CTL_NAME " [-c FILE] [-a APP] [-H HOSTNAME] COMMAND "        \
+			   "[ARGS]\n"
+
+/* Command options, each allowed only with the commands that name it. */
+#define CTL_OPT_COUNT	 (1u << 0) /* resolve -n */
+#define CTL_OPT_PEEK	 (1u << 1) /* resolve --peek */
+#define CTL_OPT_VERBOSE	 (1u << 2) /* resolve -v */
+#define CTL_OPT_JSON	 (1u << 3) /* status, probe --json */
+#define CTL_OPT_INTERVAL (1u << 4) /* probe --interval */
+#define CTL_OPT_ALL	 (1u << 5) /* remove-state --all */
+#define CTL_OPT_PROM	 (1u << 6) /* status --prometheus */
+
+/* The command line after parsing. */
+struct ctl_opts {
+	const char *config;   /* -c FILE or NULL */
+	const char *app;      /* -a APP or NULL */
+	const char *hostname; /* -H NAME or NULL */
+	const char *count;    /* -n COUNT as given, or NULL */
+	const char *interval; /* --interval S as given, or NULL */
+	unsigned given;	      /* CTL_OPT_* seen */
+	int nargs;	      /* positional arguments, command first */
+	char **args;
+};
+
+/* What a command needs before it runs. */
+enum ctl_needs {
+	CTL_NEEDS_NOTHING, /* no config at all */
+	CTL_NEEDS_CONFIG,  /* loaded config, no state files */
+	CTL_NEEDS_RUNTIME, /* prepared: host priorities, shared health */
+	CTL_NEEDS_LOOK,	   /* prepared, health read-only (§6) */
+};
+
+/* What a command's positional arguments are, for completion. */
+enum ctl_arg_kind {
+	CTL_ARG_NONE,
+	CTL_ARG_CLUSTER,
+	CTL_ARG_REPLICA, /* of the cluster of the argument before */
+	CTL_ARG_POLICY,
+};
+
+/* One command of the caller's table (replicalbctl.c's). */
+struct ctl_cmd {
+	const char *name;
+	int min_args; /* arguments after the command name */
+	int max_args;
+	unsigned opts; /* CTL_OPT_* the command accepts */
+	enum ctl_needs needs;
+	int (*run)(struct rlb_config *cfg, const struct ctl_opts *o);
+	const char *args; /* its arguments in the usage, or NULL */
+	const char *help; /* its usage text; NULL: hidden */
+	enum ctl_arg_kind arg_kinds[2];
+};
+
+/* "replicalbctl: MESSAGE" on stderr. */
+void rlb_ctl_error(const char *fmt, ...) RLB_PRINTF(1, 2);
+/* A usage error: the message, then the synopsis, on stderr. Returns 1. */
+int rlb_ctl_usage_error(const char *fmt, ...) RLB_PRINTF(1, 2);
+/* The usage text of cmds and the options, generated from the tables. */
+void rlb_ctl_usage(FILE *f, const struct ctl_cmd *cmds, size_t ncmds);
+/*
+ * Parse argv into *o (options before or after the command; o->args
+ * malloc'd). Returns -1 to go on, else the exit status (--help,
+ * --version, a usage error).
+ */
+int rlb_ctl_parse(int argc, char **argv, const struct ctl_cmd *cmds,
+		  size_t ncmds, struct ctl_opts *o);
+/* The command called name; NULL (with "did you mean", when report). */
+const struct ctl_cmd *rlb_ctl_find_command(const struct ctl_cmd *cmds,
+					   size_t ncmds, const char *name,
+					   bool report);
+/* 0, or 1 after a usage error: an option cmd does not take. */
+int rlb_ctl_check_options(const struct ctl_cmd *cmd, const struct ctl_opts *o);
+/* Whether word is an option that takes an argument (-c, --interval). */
+bool rlb_ctl_option_takes_arg(const char *word);
+/* The long options completion offers: the global ones and cmd's. */
+void rlb_ctl_print_options(const struct ctl_cmd *cmd);
+
 /* ------------------------------------------------------------------ */
 /* probe.c */
 

@@ -14,124 +14,11 @@
 
 #include "ctl/ctl.h"
 
-#define CTL_NAME "replicalbctl"
-
-/* Command options, each allowed only with the commands that name it. */
-#define CTL_OPT_COUNT	 (1u << 0) /* resolve -n */
-#define CTL_OPT_PEEK	 (1u << 1) /* resolve --peek */
-#define CTL_OPT_VERBOSE	 (1u << 2) /* resolve -v */
-#define CTL_OPT_JSON	 (1u << 3) /* status, probe --json */
-#define CTL_OPT_INTERVAL (1u << 4) /* probe --interval */
-#define CTL_OPT_ALL	 (1u << 5) /* remove-state --all */
-#define CTL_OPT_PROM	 (1u << 6) /* status --prometheus */
-
 /* Room for "[host]:port". */
 #define CTL_LABEL_MAX (RLB_MAX_HOST + 16)
 
-/* The command line after parsing. */
-struct ctl_opts {
-	const char *config;   /* -c FILE or NULL */
-	const char *app;      /* -a APP or NULL */
-	const char *hostname; /* -H NAME or NULL */
-	const char *count;    /* -n COUNT as given, or NULL */
-	const char *interval; /* --interval S as given, or NULL */
-	unsigned given;	      /* CTL_OPT_* seen */
-	int nargs;	      /* positional arguments, command first */
-	char **args;
-};
-
-/* What a command needs before it runs. */
-enum ctl_needs {
-	CTL_NEEDS_NOTHING, /* no config at all */
-	CTL_NEEDS_CONFIG,  /* loaded config, no state files */
-	CTL_NEEDS_RUNTIME, /* prepared: host priorities, shared health */
-	CTL_NEEDS_LOOK,	   /* prepared, health read-only (§6) */
-};
-
-struct ctl_cmd {
-	const char *name;
-	int min_args; /* arguments after the command name */
-	int max_args;
-	unsigned opts; /* CTL_OPT_* the command accepts */
-	enum ctl_needs needs;
-	int (*run)(struct rlb_config *cfg, const struct ctl_opts *o);
-};
-
-static const char synopsis[] =
-	"usage: " CTL_NAME " [-c FILE] [-a APP] [-H HOSTNAME] COMMAND [ARGS]\n";
-
-static const char usage_text[] =
-	"\n"
-	"commands:\n"
-	"  check                     validate the config, list clusters\n"
-	"  resolve [-n COUNT] [--peek] [-v] NAME\n"
-	"                            perform selections, print the orders\n"
-	"  status [--json | --prometheus] [CLUSTER]\n"
-	"                            show error counts, recovery times\n"
-	"  record-error CLUSTER HOST[:PORT] [COUNT]\n"
-	"                            count errors against a replica\n"
-	"  reset [CLUSTER [HOST[:PORT]]]\n"
-	"                            zero error counts\n"
-	"  policies [NAME]           list the load_balancing policies, or the\n"
-	"                            one NAME names or is closest to\n"
-	"  env                       list the environment variables read\n"
-	"  probe [--interval S] [--json]\n"
-	"                            connect to every replica, count failures\n"
-	"  remove-state [--all]      remove the state of clusters not in the\n"
-	"                            config (of all with --all), and "
-	"leftovers\n"
-	"  gc                        remove the segments of state "
-	"directories\n"
-	"                            that are gone\n"
-	"\n"
-	"options:\n"
-	"  -c, --config FILE         config file; default: $REPLICALB_CONFIG,\n"
-	"                            else the system file:\n"
-	"                            " SYSCONFDIR "/replicalb/replicalb.conf\n"
-	"  -a, --app APP             also read apps.d/APP.conf\n"
-	"  -H, --hostname NAME       local hostname for hostname policies\n"
-	"  -n, --count COUNT         resolve: number of selections\n"
-	"      --peek                resolve: change no shared state\n"
-	"  -v, --verbose             resolve: show each replica's key\n"
-	"      --json                status, probe: print JSON\n"
-	"      --prometheus          status: Prometheus's text format\n"
-	"      --interval S          probe: again every S seconds, forever\n"
-	"      --all                 remove-state: every cluster's state\n"
-	"  -h, --help                show this help\n"
-	"      --version             show the version\n";
-
-static void ctl_verror(const char *fmt, va_list ap)
-{
-	fputs(CTL_NAME ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-static void ctl_error(const char *fmt, ...) RLB_PRINTF(1, 2);
-
-static void ctl_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	ctl_verror(fmt, ap);
-	va_end(ap);
-}
-
-/* A usage error: the message, then the synopsis, both on stderr. */
-static int ctl_usage_error(const char *fmt, ...) RLB_PRINTF(1, 2);
-
-static int ctl_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	ctl_verror(fmt, ap);
-	va_end(ap);
-	fputs(synopsis, stderr);
-	fputs("Try '" CTL_NAME " --help' for more.\n", stderr);
-	return 1;
-}
+#define ctl_error	rlb_ctl_error
+#define ctl_usage_error rlb_ctl_usage_error
 
 /* Digits only, no sign, 1 <= value <= max. */
 static bool parse_positive(const char *s, uint64_t max, uint64_t *out)
@@ -207,14 +94,31 @@ static bool parse_host_spec(const char *spec, char *host, size_t hostlen,
 	return true;
 }
 
+static const char *cluster_word(void *cfg, size_t i)
+{
+	return ((const struct rlb_config *)cfg)->clusters[i].name;
+}
+
 static struct rlb_cluster *find_cluster(const struct rlb_config *cfg,
 					const char *name)
 {
 	struct rlb_cluster *c = rlb_config_find(cfg, name);
+	const char *close;
 
-	if (!c)
+	if (c)
+		return c;
+	close = rlb_closest_word(name, cluster_word, (void *)cfg,
+				 cfg->nclusters, true);
+	if (close)
+		ctl_error("no cluster named %s; did you mean %s?", name, close);
+	else
 		ctl_error("no cluster named %s", name);
-	return c;
+	return NULL;
+}
+
+static const char *replica_word(void *c, size_t i)
+{
+	return ((const struct rlb_cluster *)c)->replicas[i].host;
 }
 
 /*
@@ -245,7 +149,15 @@ static ssize_t find_replica(const struct rlb_cluster *c, const char *spec)
 		matches++;
 	}
 	if (matches == 0) {
-		ctl_error("no replica %s in cluster %s", spec, c->name);
+		const char *close = rlb_closest_word(
+			host, replica_word, (void *)c, c->nreplicas, true);
+
+		if (close)
+			ctl_error("no replica %s in cluster %s; did you mean "
+				  "%s?",
+				  spec, c->name, close);
+		else
+			ctl_error("no replica %s in cluster %s", spec, c->name);
 		return -1;
 	}
 	/* Config rejects duplicate host:port, so only a bare host can. */
@@ -689,24 +601,83 @@ static int cmd_gc(struct rlb_config *cfg, const struct ctl_opts *o)
 	return 0;
 }
 
-static const struct ctl_cmd commands[] = {
-	{"check", 0, 0, 0, CTL_NEEDS_CONFIG, cmd_check},
-	{"resolve", 1, 1, CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
-	 CTL_NEEDS_RUNTIME, cmd_resolve},
-	{"status", 0, 1, CTL_OPT_JSON | CTL_OPT_PROM, CTL_NEEDS_LOOK,
-	 cmd_status},
-	{"record-error", 2, 3, 0, CTL_NEEDS_RUNTIME, cmd_record_error},
-	{"reset", 0, 2, 0, CTL_NEEDS_RUNTIME, cmd_reset},
-	{"policies", 0, 1, 0, CTL_NEEDS_NOTHING, cmd_policies},
-	{"env", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_env},
-	{"probe", 0, 0, CTL_OPT_JSON | CTL_OPT_INTERVAL, CTL_NEEDS_RUNTIME,
-	 cmd_probe},
-	{"remove-state", 0, 0, CTL_OPT_ALL, CTL_NEEDS_CONFIG, cmd_remove_state},
-	{"gc", 0, 0, 0, CTL_NEEDS_NOTHING, cmd_gc},
-};
+static int cmd_complete(struct rlb_config *cfg, const struct ctl_opts *o);
 
-static const char *const opt_names[] = {
-	"-n", "--peek", "-v", "--json", "--interval", "--all", "--prometheus"};
+/* The commands: the one table the parser, the usage and completion read
+ * (cli.c); the options are cli.c's. */
+static const struct ctl_cmd commands[] = {
+	{.name = "check",
+	 .needs = CTL_NEEDS_CONFIG,
+	 .run = cmd_check,
+	 .help = "validate the config, list clusters"},
+	{.name = "resolve",
+	 .min_args = 1,
+	 .max_args = 1,
+	 .opts = CTL_OPT_COUNT | CTL_OPT_PEEK | CTL_OPT_VERBOSE,
+	 .needs = CTL_NEEDS_RUNTIME,
+	 .run = cmd_resolve,
+	 .args = "NAME",
+	 .help = "perform selections, print the orders",
+	 .arg_kinds = {CTL_ARG_CLUSTER}},
+	{.name = "status",
+	 .max_args = 1,
+	 .opts = CTL_OPT_JSON | CTL_OPT_PROM,
+	 .needs = CTL_NEEDS_LOOK,
+	 .run = cmd_status,
+	 .args = "[CLUSTER]",
+	 .help = "show error counts, recovery times, traffic",
+	 .arg_kinds = {CTL_ARG_CLUSTER}},
+	{.name = "record-error",
+	 .min_args = 2,
+	 .max_args = 3,
+	 .needs = CTL_NEEDS_RUNTIME,
+	 .run = cmd_record_error,
+	 .args = "CLUSTER HOST[:PORT] [COUNT]",
+	 .help = "count errors against a replica",
+	 .arg_kinds = {CTL_ARG_CLUSTER, CTL_ARG_REPLICA}},
+	{.name = "reset",
+	 .max_args = 2,
+	 .needs = CTL_NEEDS_RUNTIME,
+	 .run = cmd_reset,
+	 .args = "[CLUSTER [HOST[:PORT]]]",
+	 .help = "zero error counts",
+	 .arg_kinds = {CTL_ARG_CLUSTER, CTL_ARG_REPLICA}},
+	{.name = "policies",
+	 .max_args = 1,
+	 .needs = CTL_NEEDS_NOTHING,
+	 .run = cmd_policies,
+	 .args = "[NAME]",
+	 .help = "list the load_balancing policies, or the\none NAME names "
+		 "or is closest to",
+	 .arg_kinds = {CTL_ARG_POLICY}},
+	{.name = "env",
+	 .needs = CTL_NEEDS_NOTHING,
+	 .run = cmd_env,
+	 .help = "list the environment variables read"},
+	{.name = "probe",
+	 .opts = CTL_OPT_JSON | CTL_OPT_INTERVAL,
+	 .needs = CTL_NEEDS_RUNTIME,
+	 .run = cmd_probe,
+	 .help = "connect to every replica, count failures"},
+	{.name = "remove-state",
+	 .opts = CTL_OPT_ALL,
+	 .needs = CTL_NEEDS_CONFIG,
+	 .run = cmd_remove_state,
+	 .help = "remove the state of clusters not in the\nconfig (of all "
+		 "with --all), and leftovers"},
+	{.name = "gc",
+	 .needs = CTL_NEEDS_NOTHING,
+	 .run = cmd_gc,
+	 .help = "remove the segments of state directories\nthat are gone"},
+	/* Hidden (no help): the words bash completion offers; main() takes
+	 * it before parsing. */
+	{.name = "__complete",
+	 .max_args = 1 << 20,
+	 .opts = ~0u,
+	 .needs = CTL_NEEDS_NOTHING,
+	 .run = cmd_complete},
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(*commands))
 
 /* This host's FQDN, looked up once, as the library does. */
 static const char *local_fqdn(void)
@@ -748,109 +719,90 @@ static struct rlb_config *load_config(const struct ctl_opts *o)
 	return rc < 0 ? NULL : cfg;
 }
 
-/*
- * Options may come before or after the command. Returns -1 to go on,
- * else the exit status.
- */
-static int parse_args(int argc, char **argv, struct ctl_opts *o)
+/* Never run: __complete is taken by main() before parsing. */
+static int cmd_complete(struct rlb_config *cfg, const struct ctl_opts *o)
 {
-	enum {
-		OPT_PEEK = 256,
-		OPT_JSON,
-		OPT_VERSION,
-		OPT_INTERVAL,
-		OPT_ALL,
-		OPT_PROM
-	};
-	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"app", required_argument, NULL, 'a'},
-		{"hostname", required_argument, NULL, 'H'},
-		{"count", required_argument, NULL, 'n'},
-		{"peek", no_argument, NULL, OPT_PEEK},
-		{"verbose", no_argument, NULL, 'v'},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"interval", required_argument, NULL, OPT_INTERVAL},
-		{"all", no_argument, NULL, OPT_ALL},
-		{"prometheus", no_argument, NULL, OPT_PROM},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, OPT_VERSION},
-		{NULL, 0, NULL, 0},
-	};
-	int ch;
+	return 1;
+}
 
-	o->args = calloc((size_t)argc + 1, sizeof(*o->args));
-	if (!o->args) {
-		ctl_error("out of memory");
-		return 1;
+/* The clusters of the config in effect (o's -c, -a, -H), one a line. */
+static void complete_clusters(const struct rlb_config *cfg)
+{
+	for (size_t i = 0; cfg && i < cfg->nclusters; i++)
+		puts(cfg->clusters[i].name);
+}
+
+/* The replicas of cluster name, as record-error and reset take them. */
+static void complete_replicas(const struct rlb_config *cfg, const char *name)
+{
+	const struct rlb_cluster *c = cfg ? rlb_config_find(cfg, name) : NULL;
+	char label[CTL_LABEL_MAX];
+
+	for (size_t i = 0; c && i < c->nreplicas; i++) {
+		replica_label(&c->replicas[i], label, sizeof(label));
+		puts(label);
 	}
-	/* Leading '-': positionals come back in order as option 1. */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "-:c:a:H:n:vh", longopts, NULL)) !=
-	       -1) {
-		switch (ch) {
-		case 1:
-			o->args[o->nargs++] = optarg;
-			break;
-		case 'c':
-			o->config = optarg;
-			break;
-		case 'a':
-			if (!*optarg || strchr(optarg, '/') ||
-			    strcmp(optarg, ".") == 0 ||
-			    strcmp(optarg, "..") == 0)
-				return ctl_usage_error("invalid app name: %s",
-						       optarg);
-			o->app = optarg;
-			break;
-		case 'H':
-			o->hostname = optarg;
-			break;
-		case 'n':
-			o->count = optarg;
-			o->given |= CTL_OPT_COUNT;
-			break;
-		case OPT_PEEK:
-			o->given |= CTL_OPT_PEEK;
-			break;
-		case 'v':
-			o->given |= CTL_OPT_VERBOSE;
-			break;
-		case OPT_JSON:
-			o->given |= CTL_OPT_JSON;
-			break;
-		case OPT_INTERVAL:
-			o->interval = optarg;
-			o->given |= CTL_OPT_INTERVAL;
-			break;
-		case OPT_ALL:
-			o->given |= CTL_OPT_ALL;
-			break;
-		case OPT_PROM:
-			o->given |= CTL_OPT_PROM;
-			break;
-		case 'h':
-			fputs(synopsis, stdout);
-			fputs(usage_text, stdout);
-			return 0;
-		case OPT_VERSION:
-			puts(CTL_NAME " " PACKAGE_VERSION);
-			return 0;
-		case ':':
-			return ctl_usage_error("option %s needs an argument",
-					       argv[optind - 1]);
-		default:
-			/* A long option: unknown, or given an argument. */
-			if (optopt <= 0 || optopt >= 256 ||
-			    strncmp(argv[optind - 1], "--", 2) == 0)
-				return ctl_usage_error("invalid option %s",
-						       argv[optind - 1]);
-			return ctl_usage_error("unknown option -%c", optopt);
-		}
+}
+
+/*
+ * `replicalbctl __complete WORD...`: the words bash may offer after
+ * WORD... (the command line so far, without the program and the word
+ * being typed), one a line (etc/bash-completion/replicalbctl): after an
+ * option that takes an argument, nothing (the shell offers files); before
+ * the command, the commands and the global options; after it, its
+ * options and what its next argument is: a cluster or a replica of the
+ * config in effect (-c, -a, -H as given), a policy. Never fails aloud.
+ */
+static int complete(int nwords, char **words)
+{
+	char **argv = calloc((size_t)nwords + 2, sizeof(*argv));
+	const struct ctl_cmd *cmd = NULL;
+	struct ctl_opts o = {0};
+	struct rlb_config *cfg = NULL;
+	enum ctl_arg_kind kind = CTL_ARG_NONE;
+	int pos;
+
+	if (!argv)
+		return 0;
+	if (nwords > 0 && rlb_ctl_option_takes_arg(words[nwords - 1])) {
+		free(argv);
+		return 0;
 	}
-	while (optind < argc)
-		o->args[o->nargs++] = argv[optind++];
-	return -1;
+	argv[0] = (char *)CTL_NAME;
+	for (int i = 0; i < nwords; i++)
+		argv[i + 1] = words[i];
+	/* Quietly: what is typed may not parse yet. */
+	if (!freopen("/dev/null", "w", stderr) ||
+	    rlb_ctl_parse(nwords + 1, argv, commands, NCOMMANDS, &o) >= 0)
+		goto out;
+	if (o.nargs > 0)
+		cmd = rlb_ctl_find_command(commands, NCOMMANDS, o.args[0],
+					   false);
+	if (!cmd) {
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			if (commands[i].help)
+				puts(commands[i].name);
+		rlb_ctl_print_options(NULL);
+		goto out;
+	}
+	rlb_ctl_print_options(cmd);
+	pos = o.nargs - 1;
+	if (pos < (int)(sizeof(cmd->arg_kinds) / sizeof(*cmd->arg_kinds)))
+		kind = cmd->arg_kinds[pos];
+	if (kind == CTL_ARG_POLICY)
+		for (int p = 0; p < RLB_POLICY_COUNT; p++)
+			puts(rlb_policy_name((enum rlb_policy)p));
+	if (kind == CTL_ARG_CLUSTER || kind == CTL_ARG_REPLICA)
+		cfg = load_config(&o);
+	if (kind == CTL_ARG_CLUSTER)
+		complete_clusters(cfg);
+	else if (kind == CTL_ARG_REPLICA)
+		complete_replicas(cfg, o.args[pos]);
+out:
+	rlb_config_free(cfg);
+	free(o.args);
+	free(argv);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -861,7 +813,11 @@ int main(int argc, char **argv)
 	struct ctl_opts o = {0};
 	int rc;
 
-	rc = parse_args(argc, argv, &o);
+	/* The words of a command line being completed are not a command
+	 * line to run: taken whole, never parsed here. */
+	if (argc > 1 && strcmp(argv[1], "__complete") == 0)
+		return complete(argc - 2, argv + 2);
+	rc = rlb_ctl_parse(argc, argv, commands, NCOMMANDS, &o);
 	if (rc >= 0)
 		goto out;
 	rc = 1;
@@ -869,24 +825,15 @@ int main(int argc, char **argv)
 		ctl_usage_error("no command given");
 		goto out;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
-		if (strcmp(o.args[0], commands[i].name) == 0)
-			cmd = &commands[i];
-	if (!cmd) {
-		ctl_usage_error("unknown command \"%s\"", o.args[0]);
+	cmd = rlb_ctl_find_command(commands, NCOMMANDS, o.args[0], true);
+	if (!cmd)
 		goto out;
-	}
 	if (o.nargs - 1 < cmd->min_args || o.nargs - 1 > cmd->max_args) {
 		ctl_usage_error("wrong number of arguments for %s", cmd->name);
 		goto out;
 	}
-	for (size_t k = 0; k < sizeof(opt_names) / sizeof(*opt_names); k++) {
-		if ((o.given & ~cmd->opts) & (1u << k)) {
-			ctl_usage_error("%s does not take %s", cmd->name,
-					opt_names[k]);
-			goto out;
-		}
-	}
+	if (rlb_ctl_check_options(cmd, &o) != 0)
+		goto out;
 	if (cmd->needs != CTL_NEEDS_NOTHING) {
 		cfg = load_config(&o);
 		if (!cfg)

@@ -146,6 +146,14 @@ char *rlb_cfg_strdup(struct rlb_cfg_parser *p, const char *s)
 	return xstrndup(p, s, strlen(s));
 }
 
+/* Key i of the table when of scope *here, for rlb_closest_word(). */
+static const char *key_of_scope(void *here, size_t i)
+{
+	const struct key *k = &rlb_cfg_keys[i];
+
+	return (k->scope & *(enum key_scope *)here) ? k->name : NULL;
+}
+
 /*
  * The closest valid key of level `here` to a wrong one, or NULL if none
  * is close: one that starts with it ("prio"), else the nearest within an
@@ -153,27 +161,8 @@ char *rlb_cfg_strdup(struct rlb_cfg_parser *p, const char *s)
  */
 static const char *suggest_key(const char *name, enum key_scope here)
 {
-	size_t best_d = SIZE_MAX, len = strlen(name);
-	const char *best = NULL;
-
-	for (const struct key *k = rlb_cfg_keys;
-	     len >= 3 && k < rlb_cfg_keys + rlb_cfg_nkeys; k++) {
-		if ((k->scope & here) && strncmp(k->name, name, len) == 0)
-			return k->name;
-	}
-	for (const struct key *k = rlb_cfg_keys;
-	     k < rlb_cfg_keys + rlb_cfg_nkeys; k++) {
-		size_t d;
-
-		if (!(k->scope & here))
-			continue;
-		d = rlb_levenshtein(name, k->name);
-		if (d < best_d && (d <= 2 || d * 3 <= len)) {
-			best_d = d;
-			best = k->name;
-		}
-	}
-	return best;
+	return rlb_closest_word(name, key_of_scope, &here, rlb_cfg_nkeys,
+				false);
 }
 
 /* Setting s is no key of level `here`: misplaced, or unknown. */

@@ -48,6 +48,17 @@ const char *rlb_policy_suggest(const char *name);
 /* The four hostname functions of clickhouse.md §10 (pure). */
 size_t rlb_prefix_distance(const char *a, const char *b);
 size_t rlb_levenshtein(const char *a, const char *b); /* ASCII case-folded */
+/*
+ * The candidate closest to word, for a "did you mean": the first that
+ * word begins (given at least 3 characters), else the one of the least
+ * edit distance when that is at most 2 or a third of word's length (with
+ * strict: at most 2 and a third, for names that share long suffixes such
+ * as ".cluster"); NULL when none is close. cand(ctx, i) is candidate i of
+ * n (NULL: none).
+ */
+const char *rlb_closest_word(const char *word,
+			     const char *(*cand)(void *ctx, size_t i),
+			     void *ctx, size_t n, bool strict);
 size_t rlb_common_prefix(const char *a, const char *b);
 size_t rlb_common_suffix(const char *a, const char *b);
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "model/model.h"
 
@@ -210,4 +211,29 @@ size_t rlb_common_suffix(const char *a, const char *b)
 	while (n < la && n < lb && a[la - 1 - n] == b[lb - 1 - n])
 		n++;
 	return n;
+}
+
+const char *rlb_closest_word(const char *word,
+			     const char *(*cand)(void *ctx, size_t i),
+			     void *ctx, size_t n, bool strict)
+{
+	size_t best_d = SIZE_MAX, len = strlen(word);
+	const char *best = NULL, *c;
+
+	for (size_t i = 0; len >= 3 && i < n; i++)
+		if ((c = cand(ctx, i)) && strncasecmp(c, word, len) == 0)
+			return c;
+	for (size_t i = 0; i < n; i++) {
+		size_t d;
+
+		if (!(c = cand(ctx, i)))
+			continue;
+		d = rlb_levenshtein(word, c);
+		if (d < best_d && (strict ? d <= 2 && d * 3 <= len
+					  : d <= 2 || d * 3 <= len)) {
+			best_d = d;
+			best = c;
+		}
+	}
+	return best;
 }

@@ -102,6 +102,39 @@ static void test_policy_suggest_close_names(void **state)
 	}
 }
 
+static const char *word_of(void *ctx, size_t i)
+{
+	return ((const char *const *)ctx)[i];
+}
+
+/* The "did you mean" of replicalbctl (strict) and of config keys. */
+static void test_closest_word_strict_and_loose(void **state)
+{
+	const char *clusters[] = {"cap.cluster", "analytics.cluster", NULL,
+				  "audit.cluster"};
+	const char *commands[] = {"status", "reset", "resolve"};
+
+	(void)state;
+	assert_string_equal(rlb_closest_word("analytcs.cluster", word_of,
+					     clusters, 4, true),
+			    "analytics.cluster");
+	/* A shared ".cluster" is no closeness: 3 edits in 12 (loose: 4). */
+	assert_null(
+		rlb_closest_word("nope.cluster", word_of, clusters, 4, true));
+	assert_string_equal(
+		rlb_closest_word("nope.cluster", word_of, clusters, 4, false),
+		"cap.cluster");
+	/* A prefix of 3 or more, case-folded. */
+	assert_string_equal(rlb_closest_word("AUD", word_of, clusters, 4, true),
+			    "audit.cluster");
+	assert_string_equal(
+		rlb_closest_word("stauts", word_of, commands, 3, true),
+		"status");
+	/* Two edits of two letters: nothing. */
+	assert_null(rlb_closest_word("zz", word_of, commands, 3, true));
+	assert_null(rlb_closest_word("", word_of, commands, 0, true));
+}
+
 static void test_policy_suggest_nothing_close(void **state)
 {
 	static const char *const far[] = {
@@ -719,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_policy_names_round_trip),
 		cmocka_unit_test(test_policy_parse_rejects_inexact),
 		cmocka_unit_test(test_policy_suggest_close_names),
+		cmocka_unit_test(test_closest_word_strict_and_loose),
 		cmocka_unit_test(test_policy_suggest_nothing_close),
 		cmocka_unit_test(test_policy_ops_needs),
 		cmocka_unit_test(test_policy_distance_vectors),
