@@ -13,7 +13,7 @@
 #define CTL_NAME "replicalbctl"
 #define CTL_SYNOPSIS                                                           \
 	"usage: " CTL_NAME " [-c FILE] [-a APP] [-H HOSTNAME] COMMAND "        \
-			   "[ARGS]\n"
+	"[ARGS]\n"
 
 /* Command options, each allowed only with the commands that name it. */
 #define CTL_OPT_COUNT	 (1u << 0) /* resolve -n */
@@ -114,6 +114,11 @@ struct rlb_probe_result {
 			* ENOBUFS, ...) on some address, else 0 */
 	int gai;       /* EAI_* when the lookup failed, else 0 */
 	int64_t ms;    /* time to connect, when OK */
+	/* The cluster's HTTP check: made (http), and the status of the
+	 * last answer (0: none within http_timeout_ms; -1: no HTTP). */
+	bool http;
+	int http_status;
+	int64_t http_timeout_ms;
 	char address[INET6_ADDRSTRLEN]; /* the address that answered or
 					 * failed last; "" if none */
 };

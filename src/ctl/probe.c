@@ -2,7 +2,11 @@
  * within its cluster's connect_timeout_ms, as many at once as the
  * descriptor limit allows; a replica that connects on none of its
  * addresses counts one error, as a failed connect of a program's would,
- * and a failure of ours counts nothing (design.md §6.1). */
+ * and a failure of ours counts nothing (design.md §6.1). A cluster with
+ * an HTTP check (health_check_path) asks each connection GET PATH and
+ * takes a 2xx status within health_check_timeout_ms as healthy; another
+ * status, or none in time, fails it as a refused connect would
+ * (ClickHouse's /replicas_status: 503 on a lagging replica). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -25,7 +29,10 @@
  * the state files, logging. */
 #define PROBE_FD_RESERVE 16
 
-/* One connect to one address of a replica. */
+/* Bytes of an HTTP answer read for its status line. */
+#define PROBE_HTTP_HEAD 128
+
+/* One connect to one address of a replica, and its HTTP check. */
 struct attempt {
 	struct rlb_probe_result *r; /* the replica's result */
 	int fd;			    /* open while connecting, else -1 */
@@ -33,12 +40,21 @@ struct attempt {
 	int64_t start_ms;	    /* when its own connect started */
 	struct sockaddr_storage addr;
 	socklen_t len;
+	/* The HTTP check: path (NULL: none), Host, the answer's bound. */
+	const char *path, *host;
+	int64_t read_timeout_ms;
+	bool reading;	 /* connected, waiting for the status line */
+	int64_t sent_ms; /* when the request went */
+	size_t got;	 /* bytes of head[] */
+	char head[PROBE_HTTP_HEAD];
 };
 
 /* A replica's own addresses, found before any connect starts. */
 struct target {
 	struct rlb_probe_result *r;
 	int64_t timeout_ms;
+	const struct rlb_cluster *c; /* its HTTP check */
+	const char *host;
 	int n; /* addresses in addr[] */
 	struct sockaddr_storage addr[PROBE_MAX_ADDRS];
 	socklen_t len[PROBE_MAX_ADDRS];
@@ -216,7 +232,92 @@ static size_t fd_budget(void)
 
 static int64_t deadline_of(const struct attempt *a)
 {
+	if (a->reading)
+		return a->sent_ms + a->read_timeout_ms;
 	return a->timeout_ms > 0 ? a->start_ms + a->timeout_ms : INT64_MAX;
+}
+
+/*
+ * The HTTP check is over for a: status is the answer's (2xx: healthy),
+ * or 0 when none came in time, -1 when what came is no HTTP answer.
+ */
+static void http_end(struct attempt *a, int status, int64_t now)
+{
+	struct rlb_probe_result *r = a->r;
+
+	if (status >= 200 && status <= 299) {
+		r->http_status = status;
+		attempt_end(a, 0, now);
+		return;
+	}
+	if (a->fd >= 0)
+		rlb_libc()->close(a->fd);
+	a->fd = -1;
+	a->reading = false;
+	if (r->outcome == RLB_PROBE_OK)
+		return;
+	r->http_status = status;
+	r->http_timeout_ms = status == 0 ? a->read_timeout_ms : 0;
+	r->err = 0;
+	addr_text((struct sockaddr *)&a->addr, r->address, sizeof(r->address));
+}
+
+/*
+ * a connected: send its request. False when it could not go (a's end
+ * done: a connection that takes no request is no healthy one).
+ */
+static bool http_send(struct attempt *a, int64_t now)
+{
+	char req[RLB_MAX_HOST + 512];
+	int n = snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.0\r\nHost: %s\r\n"
+			 "User-Agent: replicalbctl-probe\r\n"
+			 "Connection: close\r\n\r\n",
+			 a->path, a->host);
+
+	if (n <= 0 || (size_t)n >= sizeof(req) ||
+	    rlb_libc()->write(a->fd, req, (size_t)n) != n) {
+		http_end(a, -1, now);
+		return false;
+	}
+	a->reading = true;
+	a->sent_ms = now;
+	a->got = 0;
+	return true;
+}
+
+/*
+ * a's answer readable: read what fits of its head. Returns true while
+ * the status line is not complete (a waits on).
+ */
+static bool http_read(struct attempt *a, int64_t now)
+{
+	ssize_t n = rlb_libc()->read(a->fd, a->head + a->got,
+				     sizeof(a->head) - 1 - a->got);
+	int status = -1;
+	char *eol;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (n > 0)
+		a->got += (size_t)n;
+	a->head[a->got] = '\0';
+	eol = strchr(a->head, '\n');
+	if (!eol && n > 0 && a->got < sizeof(a->head) - 1)
+		return true;
+	/* "HTTP/1.x NNN ...": anything else, or an end first, is none. */
+	if (strncmp(a->head, "HTTP/", 5) == 0) {
+		const char *sp = strchr(a->head, ' ');
+
+		if (sp && sp < (eol ? eol : a->head + a->got) && sp[1] >= '1' &&
+		    sp[1] <= '5' && sp[2] >= '0' && sp[2] <= '9' &&
+		    sp[3] >= '0' && sp[3] <= '9' &&
+		    (sp[4] == ' ' || sp[4] == '\r' || sp[4] == '\n'))
+			status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 +
+				 (sp[3] - '0');
+	}
+	http_end(a, status, now);
+	return false;
 }
 
 /*
@@ -302,16 +403,32 @@ static void run_attempts(struct attempt *att, size_t n)
 
 			if (!pfd[k].revents)
 				continue;
+			if (a->reading) {
+				http_read(a, now);
+				continue;
+			}
 			if (rlb_libc()->getsockopt(a->fd, SOL_SOCKET, SO_ERROR,
 						   &err, &len) != 0)
 				err = errno;
+			/* Connected, with a check to make: its request, then
+			 * the answer is waited for. */
+			if (err == 0 && a->path &&
+			    a->r->outcome != RLB_PROBE_OK) {
+				if (http_send(a, now))
+					pfd[k].events = POLLIN;
+				continue;
+			}
 			attempt_end(a, err, now);
 		}
 		for (size_t k = 0; k < live; k++) {
 			struct attempt *a = &att[map[k]];
 
-			if (a->fd >= 0 && now >= deadline_of(a))
-				attempt_end(a, ETIMEDOUT, now);
+			if (a->fd >= 0 && now >= deadline_of(a)) {
+				if (a->reading)
+					http_end(a, 0, now);
+				else
+					attempt_end(a, ETIMEDOUT, now);
+			}
 		}
 		/* Keep the ones still in flight, in order. */
 		for (size_t k = 0; k < live; k++) {
@@ -371,7 +488,14 @@ struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults)
 			r->cluster = ci;
 			r->replica = i;
 			r->port = c->replicas[i].port;
+			/* An HTTP check on a port of its own (ClickHouse's
+			 * 8123 beside the native 9000). */
+			r->http = c->health_path != NULL;
+			if (r->http && c->health_port)
+				r->port = c->health_port;
 			t->r = r;
+			t->c = c;
+			t->host = c->replicas[i].host;
 			t->timeout_ms = c->s.connect_timeout_ms;
 			if (!r->port) {
 				r->outcome = RLB_PROBE_NO_PORT;
@@ -395,6 +519,10 @@ struct rlb_probe_result *rlb_probe(struct rlb_config *cfg, size_t *nresults)
 			a->timeout_ms = tgt[k].timeout_ms;
 			a->addr = tgt[k].addr[j];
 			a->len = tgt[k].len[j];
+			a->path = tgt[k].c->health_path;
+			a->host = tgt[k].host;
+			a->read_timeout_ms =
+				tgt[k].c->s.health_check_timeout_ms;
 		}
 	}
 	free(tgt);

@@ -399,6 +399,17 @@ static const char *probe_why(const struct rlb_probe_result *r, char *buf,
 	case RLB_PROBE_FAILED:
 		break;
 	}
+	if (!r->gai && !r->err && r->http) {
+		if (r->http_status > 0)
+			snprintf(buf, len, "HTTP status %d", r->http_status);
+		else if (r->http_status == 0)
+			snprintf(buf, len,
+				 "no HTTP answer within %" PRId64 " ms",
+				 r->http_timeout_ms);
+		else
+			snprintf(buf, len, "not an HTTP answer");
+		return buf;
+	}
 	return r->gai ? gai_strerror(r->gai) : strerror(r->err);
 }
 
@@ -421,7 +432,11 @@ static void probe_print(const struct rlb_config *cfg,
 				printf("CLUSTER %s\n", c->name);
 			replica_label(&c->replicas[r->replica], label,
 				      sizeof(label));
-			if (r->outcome == RLB_PROBE_OK)
+			if (r->outcome == RLB_PROBE_OK && r->http)
+				printf("  %s %s ok %" PRId64 " ms, HTTP %d\n",
+				       label, r->address, r->ms,
+				       r->http_status);
+			else if (r->outcome == RLB_PROBE_OK)
 				printf("  %s %s ok %" PRId64 " ms\n", label,
 				       r->address, r->ms);
 			else if (r->outcome == RLB_PROBE_LOCAL)
@@ -450,6 +465,10 @@ static void probe_print(const struct rlb_config *cfg,
 			rlb_ctl_json_string(r->address);
 		else
 			fputs("null", stdout);
+		if (r->http && r->http_status > 0)
+			printf(", \"http_status\": %d", r->http_status);
+		else if (r->http)
+			fputs(", \"http_status\": null", stdout);
 		printf(", \"ok\": %s, \"ms\": ",
 		       r->outcome == RLB_PROBE_OK ? "true" : "false");
 		if (r->outcome == RLB_PROBE_OK)

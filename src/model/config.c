@@ -23,6 +23,7 @@ static void cluster_free(struct rlb_cluster *c)
 	free(c->local_hostname);
 	free(c->srv);
 	free(c->dns);
+	free(c->health_path);
 	free(c->file);
 }
 

@@ -112,6 +112,7 @@ static int cluster_copy(struct rlb_cluster *dst, const struct rlb_cluster *src,
 	dst->local_hostname = dup_or_null(src->local_hostname, &ok);
 	dst->srv = dup_or_null(src->srv, &ok);
 	dst->dns = dup_or_null(src->dns, &ok);
+	dst->health_path = dup_or_null(src->health_path, &ok);
 	dst->file = dup_or_null(src->file, &ok);
 	dst->nreplicas = 0;
 	dst->replicas = NULL;

@@ -108,6 +108,7 @@ enum key_type {
 	RLB_TYPE_PORT,	     /* int 1..65535 */
 	RLB_TYPE_HOSTNAME,   /* char *, a checked host name */
 	RLB_TYPE_PATH,	     /* char *, absolute */
+	RLB_TYPE_URL_PATH,   /* char *, "/..." with no space or control */
 	RLB_TYPE_DNSNAME,    /* char *, a domain name, stored absolute:
 			      * lowercase, one trailing dot */
 	RLB_TYPE_LOG_LEVEL,  /* enum rlb_log_level */

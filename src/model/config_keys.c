@@ -60,6 +60,14 @@ const struct key rlb_cfg_keys[] = {
 	 SETTING(use_hedged_requests), true, 0},
 	{"hedged_connection_timeout_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
 	 SETTING(hedged_connection_timeout_ms), 50, 1},
+	/* The prober's HTTP check (design.md §6.1): the path is a
+	 * cluster's alone; the read timeout may be set for all. */
+	{"health_check_path", RLB_SCOPE_CLUSTER, RLB_TYPE_URL_PATH,
+	 CLUSTER(health_path), 0, 0},
+	{"health_check_port", RLB_SCOPE_CLUSTER, RLB_TYPE_PORT,
+	 CLUSTER(health_port), 0, 0},
+	{"health_check_timeout_ms", RLB_SCOPE_BOTH, RLB_TYPE_COUNT,
+	 SETTING(health_check_timeout_ms), 1000, 1},
 	{"state_dir", RLB_SCOPE_TOP, RLB_TYPE_PATH, CONFIG(state_dir), 0, 0},
 	{"log_level", RLB_SCOPE_TOP, RLB_TYPE_LOG_LEVEL, CONFIG(log_level),
 	 RLB_LOG_WARNING, 0},
@@ -107,7 +115,7 @@ void *rlb_cfg_value_at(void *base, enum key_scope here, const struct key *k)
 bool rlb_cfg_is_string(enum key_type t)
 {
 	return t == RLB_TYPE_HOSTNAME || t == RLB_TYPE_PATH ||
-	       t == RLB_TYPE_DNSNAME;
+	       t == RLB_TYPE_URL_PATH || t == RLB_TYPE_DNSNAME;
 }
 
 /* Bytes of a value of each type; 0 for structure. */
@@ -119,6 +127,7 @@ static const size_t value_size[RLB_NTYPES] = {
 	[RLB_TYPE_PORT] = sizeof(int),
 	[RLB_TYPE_HOSTNAME] = sizeof(char *),
 	[RLB_TYPE_PATH] = sizeof(char *),
+	[RLB_TYPE_URL_PATH] = sizeof(char *),
 	[RLB_TYPE_DNSNAME] = sizeof(char *),
 	[RLB_TYPE_LOG_LEVEL] = sizeof(enum rlb_log_level),
 	[RLB_TYPE_LOG_TARGET] = sizeof(enum rlb_log_target),

@@ -355,6 +355,21 @@ static const char *get_checked_string(struct rlb_cfg_parser *p,
 		report(p, s, "%s must be an absolute path", k->name);
 		return NULL;
 	}
+	if (k->type == RLB_TYPE_URL_PATH) {
+		if (v[0] != '/') {
+			report(p, s, "%s must start with /", k->name);
+			return NULL;
+		}
+		for (const char *c = v; *c; c++) {
+			if ((unsigned char)*c <= ' ' || *c == 0x7f) {
+				report(p, s,
+				       "%s: no space or control character "
+				       "may stand in a path",
+				       k->name);
+				return NULL;
+			}
+		}
+	}
 	return v;
 }
 
@@ -499,6 +514,7 @@ static void parse_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		return;
 	case RLB_TYPE_HOSTNAME:
 	case RLB_TYPE_PATH:
+	case RLB_TYPE_URL_PATH:
 		v = get_checked_string(p, s, k);
 		if (!v)
 			return;

@@ -88,6 +88,9 @@ struct rlb_settings {
 	 * (load_balancing_least_request_active_request_bias). */
 	int64_t least_request_choices;
 	double least_request_bias;
+	/* The prober's HTTP check: how long the answer may take once
+	 * connected (design.md §6.1). */
+	int64_t health_check_timeout_ms;
 };
 
 /* An IP address literal, parsed once at config load. */
@@ -163,7 +166,11 @@ struct rlb_cluster {
 	 * copy. */
 	struct rlb_cluster_view *view;
 	struct rlb_health *health; /* shared state, once attached */
-	char *file;		   /* file and line that defined the cluster */
+	/* The prober's HTTP check (design.md §6.1): GET health_path (NULL:
+	 * none) on health_port (0: the replica's), a 2xx healthy. */
+	char *health_path;
+	int health_port;
+	char *file; /* file and line that defined the cluster */
 	int line;
 };
 

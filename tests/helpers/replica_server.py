@@ -4,7 +4,10 @@
 Stdlib only. Listens on --host:--port and identifies itself by --name:
 
   --mode http       any GET is answered "replica=NAME\\n" (threaded),
-                    after --delay-ms (a slow replica)
+                    after --delay-ms (a slow replica); with --status-file,
+                    with the HTTP status that file holds when asked (200
+                    when it is empty or absent), as ClickHouse's
+                    /replicas_status answers 503 on a lagging replica
   --mode tcp        every connection gets "replica=NAME\\n", then is closed
   --mode blackhole  a silent replica: a listener whose accept queue is full
                     (listen(0), idle connections queued, never accepted);
@@ -39,6 +42,8 @@ def parse_args():
     p.add_argument("--delay-ms", type=int, default=0,
                    help="http: wait this long before each answer (a slow "
                    "replica)")
+    p.add_argument("--status-file",
+                   help="http: answer with the status this file holds")
     p.add_argument("--log-accepts", action="store_true",
                    help="print \"accepted HOST:PORT\" for each connection "
                    "accepted (http, tcp)")
@@ -75,7 +80,16 @@ def serve_http(args, stop):
         def do_GET(self):
             if args.delay_ms:
                 stop.wait(args.delay_ms / 1000.0)
-            self.send_response(200)
+            status = 200
+            if args.status_file:
+                try:
+                    with open(args.status_file) as f:
+                        status = int(f.read().strip() or 200)
+                except (OSError, ValueError):
+                    pass
+            if args.log_accepts:
+                say("GET %s %d" % (self.path, status))
+            self.send_response(status)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")

@@ -7,7 +7,9 @@
 # connect_timeout_ms = 0 is no bound; 300 replicas under ulimit -n 256
 # are all probed; a slow lookup of one cluster charges no other; a count
 # that could not be stored (a read-only state directory) is reported as
-# not stored and exits 4; the systemd units leave the state writable.
+# not stored and exits 4; the HTTP check (a 503, no answer in time, no
+# HTTP: counted; a 200: healthy); the systemd units leave the state
+# writable.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
 
@@ -278,6 +280,70 @@ import json, sys
 p = json.loads(sys.argv[1])["probes"][0]
 print(str(p["counted"]).lower(), str(p["stored"]).lower(),
       str(p["ours"]).lower(), p["error"])' "$json")"
+
+# ---------------------------------------------------------------------
+# The HTTP check (health_check_path, design.md §6.1): ClickHouse answers
+# GET /replicas_status with 503 when a replica lags, on its HTTP port
+# beside the native one. A replica whose check answers 503, or nothing
+# within health_check_timeout_ms, or no HTTP, fails as a refused connect
+# does, and a program's next resolution puts it last; a 200 is healthy.
+NATIVE=$(free_port)	# nothing listens: the check does not go there
+HTTP=$(free_port)
+for n in 2 3 4 5; do echo 200 >"$T/status.$n"; done
+echo 503 >"$T/status.3"
+start_replica h2 127.0.0.2 "$HTTP" http --status-file "$T/status.2" \
+	--log-accepts || fail "start h2"
+start_replica h3 127.0.0.3 "$HTTP" http --status-file "$T/status.3" \
+	--log-accepts || fail "start h3"
+start_replica h4 127.0.0.4 "$HTTP" http --delay-ms 3000 || fail "start h4"
+start_replica h5 127.0.0.5 "$HTTP" tcp || fail "start h5"
+cat >"$T/http.conf" <<EOF2
+load_balancing = "in_order";
+distributed_replica_error_half_life = 600;
+state_dir = "$T/state-http";
+health_check_timeout_ms = 300;
+clusters = (
+  { name = "lag.cluster"; port = $NATIVE;
+    health_check_path = "/replicas_status"; health_check_port = $HTTP;
+    replicas = ( "127.0.0.3", "127.0.0.2", "127.0.0.4", "127.0.0.5" ); }
+);
+EOF2
+hctl() { "$RLBCTL" -c "$T/http.conf" "$@"; }
+cluster_errors_of() { REPLICALB_CONFIG=$1 cluster_errors "$2"; }
+check_eq "before the check, the lagging replica comes first" \
+	"127.0.0.3 127.0.0.2 127.0.0.4 127.0.0.5" "$(hctl resolve --peek lag.cluster)"
+t0=$(now_ms)
+out=$(timeout 10 "$RLBCTL" -c "$T/http.conf" probe)
+rc=$?
+check_eq "HTTP check: probe exits 3 (failures counted)" 3 "$rc"
+check_le "... within the connect bound and the 300 ms answer bound" 2500 \
+	$(($(now_ms) - t0))
+check_match "503: failed, counted" \
+	"127\.0\.0\.3:$NATIVE 127\.0\.0\.3 failed: HTTP status 503 \(error counted\)" "$out"
+check_match "200: ok" "127\.0\.0\.2:$NATIVE 127\.0\.0\.2 ok [0-9]+ ms, HTTP 200" "$out"
+check_match "no answer in time: failed, counted" \
+	"127\.0\.0\.4:$NATIVE 127\.0\.0\.4 failed: no HTTP answer within 300 ms \(error counted\)" "$out"
+check_match "not HTTP: failed, counted" \
+	"127\.0\.0\.5:$NATIVE 127\.0\.0\.5 failed: not an HTTP answer \(error counted\)" "$out"
+check_eq "errors: the lagging, the silent and the non-HTTP replica" \
+	"1 0 1 1" "$(cluster_errors_of "$T/http.conf" lag.cluster)"
+check_eq "after one pass, programs get the healthy replica first" \
+	"127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5" "$(hctl resolve --peek lag.cluster)"
+check_match "the check asked the path on the HTTP port" \
+	"^GET /replicas_status 503$" "$(cat "$T/srv-h3.out")"
+json=$(hctl probe --json)
+check_eq "probe --json: http_status of each" "503 200 None None" "$($PY -c '
+import json, sys
+print(" ".join(str(p.get("http_status")) for p in json.loads(sys.argv[1])["probes"]))' "$json")"
+# The lag is over: 200 again, healthy, nothing more counted.
+echo 200 >"$T/status.3"
+out=$(hctl probe)
+check_match "the replica caught up: ok" "127\.0\.0\.3 ok [0-9]+ ms, HTTP 200" "$out"
+check_eq "... and counted nothing more" "2 0 3 3" "$(cluster_errors_of "$T/http.conf" lag.cluster)"
+printf 'clusters = ( { name = "x.cluster"; health_check_path = "replicas_status";\n  replicas = ( "127.0.0.2:1" ); } );\n' >"$T/bad-http.conf"
+check_eq "a path without / is a config error naming file:line" \
+	"$T/bad-http.conf:1: health_check_path must start with /" \
+	"$("$RLBCTL" -c "$T/bad-http.conf" check 2>&1)"
 
 # ---------------------------------------------------------------------
 # The systemd units: ProtectSystem=strict and ProtectHome=read-only make
