@@ -210,6 +210,8 @@ static int cmd_env(struct rlb_config *cfg, const struct ctl_opts *o)
 
 static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
 {
+	size_t warnings = 0;
+
 	if (cfg->nclusters == 0)
 		puts("no clusters: every name passes through unchanged");
 	for (size_t k = 0; k < cfg->nclusters; k++) {
@@ -223,8 +225,22 @@ static int cmd_check(struct rlb_config *cfg, const struct ctl_opts *o)
 			       c->nreplicas - c->nstatic);
 		putchar('\n');
 		rlb_ctl_print_dns(c, "  ", false);
+		/* Valid, yet nothing to balance over: say so. */
+		if (c->nreplicas == 0) {
+			printf("  warning: no replicas: a program resolving "
+			       "%s gets %s until its DNS sources give some\n",
+			       c->name,
+			       c->no_members_eai == EAI_AGAIN ? "EAI_AGAIN"
+							      : "EAI_NONAME");
+			warnings++;
+		}
 	}
-	puts("ok");
+	/* The config is valid: exit 0, warnings or not (design.md §6). */
+	if (warnings)
+		printf("ok (%zu warning%s)\n", warnings,
+		       warnings == 1 ? "" : "s");
+	else
+		puts("ok");
 	return 0;
 }
 
@@ -857,12 +873,19 @@ int main(int argc, char **argv)
 		cfg = load_config(&o);
 		if (!cfg)
 			goto out;
-		/* Our own messages go to the terminal, whatever log_target. */
-		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
+		/* Our own messages go to the terminal, whatever log_target;
+		 * what DNS answered is shown by check and resolve -v, not
+		 * warned about on every command (a warning is the library's,
+		 * for a program that cannot show it otherwise). */
+		rlb_log_configure(cfg->log_level < RLB_LOG_ERROR
+					  ? cfg->log_level
+					  : RLB_LOG_ERROR,
+				  RLB_LOG_STDERR);
 		if (!rlb_ctl_ask_members(cfg)) {
 			ctl_error("out of memory");
 			goto out;
 		}
+		rlb_log_configure(cfg->log_level, RLB_LOG_STDERR);
 	}
 	if (cmd->needs == CTL_NEEDS_LOOK || (o.given & CTL_OPT_PEEK)) {
 		/* Reading never creates or changes a state file. */

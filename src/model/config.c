@@ -93,6 +93,19 @@ static bool name_is(const char *cn, const char *name, size_t len)
 	return cn[len] == '\0';
 }
 
+static const char *cluster_name(void *cfg, size_t i)
+{
+	return ((const struct rlb_config *)cfg)->clusters[i].name;
+}
+
+const char *rlb_config_near_miss(const struct rlb_config *cfg, const char *name)
+{
+	if (!cfg || !name)
+		return NULL;
+	return rlb_closest_word(name, cluster_name, (void *)cfg, cfg->nclusters,
+				true);
+}
+
 struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 				    const char *name)
 {

@@ -262,6 +262,13 @@ void rlb_config_free(struct rlb_config *cfg);
 /* The cluster whose virtual name matches (design.md §2 rules), or NULL. */
 struct rlb_cluster *rlb_config_find(const struct rlb_config *cfg,
 				    const char *name);
+/*
+ * The cluster whose name is closest to name, a name that is none of cfg's
+ * (rlb_closest_word(), strict), or NULL: for the debug line that says a
+ * mistyped virtual name passed through ("analytcs.cluster").
+ */
+const char *rlb_config_near_miss(const struct rlb_config *cfg,
+				 const char *name);
 /* Whether any stamped file changed since the config was loaded. */
 bool rlb_config_changed(const struct rlb_config *cfg);
 /*

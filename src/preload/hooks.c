@@ -20,9 +20,12 @@ static struct rlb_cluster *virtual_cluster(const char *name,
 	if (!name || !(*snap = rlb_session_acquire()))
 		return NULL;
 	c = rlb_config_find((*snap)->cfg, name);
-	if (!c)
+	if (!c) {
+		/* A mistyped virtual name passes through: say so at debug. */
+		if (rlb_log_enabled(RLB_LOG_DEBUG))
+			rlb_resolve_near_miss((*snap)->cfg, name);
 		rlb_session_release(*snap);
-	else if (c->srv || c->dns)
+	} else if (c->srv || c->dns)
 		c = rlb_session_members(c, snap);
 	return c;
 }

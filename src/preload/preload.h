@@ -34,6 +34,11 @@ bool rlb_runtime_next_address(const struct rlb_owner *tried, size_t ntried,
 /* resolve.c */
 
 /*
+ * name, which is no virtual name of cfg, passes through: at debug level,
+ * say so when it is close to one ("did you mean"). Keeps errno.
+ */
+void rlb_resolve_near_miss(const struct rlb_config *cfg, const char *name);
+/*
  * getaddrinfo() of virtual name of cluster c (design.md §4): a list in
  * selection order, allocated in glibc's layout so that libc's
  * freeaddrinfo() frees it. Returns 0 or an EAI_* code.

@@ -16,6 +16,17 @@
 
 #include "preload/preload.h"
 
+void rlb_resolve_near_miss(const struct rlb_config *cfg, const char *name)
+{
+	const char *close = rlb_config_near_miss(cfg, name);
+
+	if (close)
+		rlb_log(RLB_LOG_DEBUG,
+			"%s: not a virtual name, passed through; did you mean "
+			"%s?",
+			name, close);
+}
+
 /*
  * Something is wrong when no replica of a cluster resolves: say so at
  * warning level, at most every 10 s per process so as not to flood.

@@ -90,6 +90,20 @@ check_match "resolve -v: the host's shared answer, and its age" 	"answer: the ho
 check_match "resolve -v: its members" "w1.$Z" "$(cat "$T/ctl.out")"
 check_eq "resolve -v: replicalbctl asked DNS nothing" 0 \
 	"$(queries_since "$mark" "_http._tcp.web.$Z" SRV)"
+# A cluster whose DNS gives no members: valid, so check exits 0, but it
+# warns; and no replicalbctl command warns about the NXDOMAIN itself (the
+# check's own lines say what DNS answered).
+cat >"$T/none.conf" <<EOF
+state_dir = "$T/none-state";
+clusters = ( { name = "none.cluster"; dns = "none.$Z"; port = 80; } );
+EOF
+out=$(rlbctl -c "$T/none.conf" check 2>"$T/none.err")
+check_eq "check of a cluster with no members: exit 0" 0 $?
+check_match "... warns that programs get nothing" \
+	"warning: no replicas: a program resolving none.cluster gets EAI_(NONAME|AGAIN)" "$out"
+check_match "... and ends ok with the warning counted" "^ok \(1 warning\)$" "$out"
+rlbctl -c "$T/none.conf" status >/dev/null 2>>"$T/none.err"
+check_empty "no NXDOMAIN warning on stderr (check, status)" "$T/none.err"
 # The same members, and their answer's age, as metrics (design.md §17).
 rlbctl status --prometheus web.cluster >"$T/web.prom" 2>&1
 check "status --prometheus: the DNS members" grep -qxF \

@@ -390,6 +390,18 @@ out=$(order -d -p in_order 2>&1 >/dev/null)
 check_match "-d: the library logs the selection" \
 	"*replicalb\[*order.cluster*" "$out"
 
+# A name one typo away from a virtual one passes through; -d says so.
+# ("localhost" is answered by /etc/hosts: no DNS is asked.)
+echo 'clusters = ( { name = "localhst"; replicas = ( "127.0.0.2" ); } );' \
+	>"$tmp/near.conf"
+out=$(timeout $T "$RLB" -d -c "$tmp/near.conf" \
+	"$PY" "$tmp/order.py" localhost 2>&1 >/dev/null)
+check_match "-d: a near miss of a virtual name is named" \
+	"*localhost: not a virtual name, passed through; did you mean localhst?*" "$out"
+out=$(timeout $T "$RLB" -c "$tmp/near.conf" \
+	"$PY" "$tmp/order.py" localhost 2>&1 >/dev/null)
+check "without -d: nothing" "" "$out"
+
 echo 'clusters = ( { name = "broken" ' > "$tmp/broken.conf"
 out=$(timeout $T "$RLB" -c "$tmp/broken.conf" \
 	"$PY" "$tmp/order.py" localhost 2>&1 >/dev/null)
