@@ -141,6 +141,11 @@ extern const struct key rlb_cfg_keys[];
 extern const size_t rlb_cfg_nkeys;
 /* The bit of key k in `given` masks. */
 uint64_t rlb_cfg_key_bit(const struct key *k);
+/*
+ * The closest valid key of level `here` to a wrong one, or NULL if none
+ * is close (rlb_closest_word(), loose): for "did you mean".
+ */
+const char *rlb_cfg_suggest_key(const char *name, enum key_scope here);
 /* The key called name that may stand at level `here`, or NULL. */
 const struct key *rlb_cfg_key_find(const char *name, enum key_scope here);
 /* Where the value of key k lives in base, a struct of level `here`. */

@@ -102,6 +102,25 @@ const struct key *rlb_cfg_key_find(const char *name, enum key_scope here)
 	return NULL;
 }
 
+/* Key i of the table when of scope *here, for rlb_closest_word(). */
+static const char *key_of_scope(void *here, size_t i)
+{
+	const struct key *k = &rlb_cfg_keys[i];
+
+	return (k->scope & *(enum key_scope *)here) ? k->name : NULL;
+}
+
+/*
+ * The closest valid key of level `here` to a wrong one, or NULL if none
+ * is close: one that starts with it ("prio"), else the nearest within an
+ * edit distance of 2 or a third of its length.
+ */
+const char *rlb_cfg_suggest_key(const char *name, enum key_scope here)
+{
+	return rlb_closest_word(name, key_of_scope, &here, rlb_cfg_nkeys,
+				false);
+}
+
 /* Where the value of key k lives in base, a struct of level `here`. */
 void *rlb_cfg_value_at(void *base, enum key_scope here, const struct key *k)
 {

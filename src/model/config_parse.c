@@ -146,25 +146,6 @@ char *rlb_cfg_strdup(struct rlb_cfg_parser *p, const char *s)
 	return xstrndup(p, s, strlen(s));
 }
 
-/* Key i of the table when of scope *here, for rlb_closest_word(). */
-static const char *key_of_scope(void *here, size_t i)
-{
-	const struct key *k = &rlb_cfg_keys[i];
-
-	return (k->scope & *(enum key_scope *)here) ? k->name : NULL;
-}
-
-/*
- * The closest valid key of level `here` to a wrong one, or NULL if none
- * is close: one that starts with it ("prio"), else the nearest within an
- * edit distance of 2 or a third of its length.
- */
-static const char *suggest_key(const char *name, enum key_scope here)
-{
-	return rlb_closest_word(name, key_of_scope, &here, rlb_cfg_nkeys,
-				false);
-}
-
 /* Setting s is no key of level `here`: misplaced, or unknown. */
 static void bad_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		    enum key_scope here)
@@ -190,7 +171,7 @@ static void bad_key(struct rlb_cfg_parser *p, const config_setting_t *s,
 		what = "cluster setting";
 	else
 		what = "replica setting";
-	hint = suggest_key(name, here);
+	hint = rlb_cfg_suggest_key(name, here);
 	if (hint)
 		report(p, s, "unknown %s \"%s\"; did you mean \"%s\"?", what,
 		       name, hint);
