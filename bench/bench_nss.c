@@ -12,6 +12,15 @@
  *   files:   libnss_files.so.2's _nss_files_gethostbyname4_r("localhost").
  * Prints "preload NS module NS files NS": the medians over the rounds of
  * each batch's nanoseconds per call.
+ *
+ *   bench_nss --gai NAME ROUNDS
+ *
+ * Not preloaded, in a mount namespace whose nsswitch.conf says
+ * "hosts: files replicalb" with the module on the library path:
+ * getaddrinfo(NAME, "9000", AF_UNSPEC, SOCK_STREAM) through glibc and the
+ * module (NSS, then RFC 6724's sort, a UDP connect per address) against
+ * getaddrinfo("localhost") answered by files. Prints
+ * "module_gai NS files_gai NS" (BENCHMARKS.md, issue 23).
  */
 #include "config.h"
 
@@ -54,11 +63,53 @@ static int call_gai(const char *name)
 	return 1;
 }
 
+static int call_gai_any(const char *name)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
+
+	if (getaddrinfo(name, "9000", &hints, &res) != 0)
+		return 0;
+	freeaddrinfo(res);
+	return 1;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* --gai: getaddrinfo through the module against files, interleaved. */
+static int gai_through_nss(const char *name, int rounds)
+{
+	double *t[2];
+
+	if (rounds < 1 || !call_gai_any(name) || !call_gai_any("localhost")) {
+		fprintf(stderr, "bench_nss --gai: a warm-up call failed\n");
+		return 1;
+	}
+	for (int k = 0; k < 2; k++)
+		t[k] = calloc((size_t)rounds, sizeof(double));
+	for (int r = 0; r < rounds; r++) {
+		for (int j = 0; j < 2; j++) {
+			int k = (r + j) % 2, ok = 1;
+			double t0 = bench_now_ns();
+
+			for (int i = 0; i < BATCH / 4 && ok; i++)
+				ok = call_gai_any(k == 0 ? name : "localhost");
+			if (!ok) {
+				fprintf(stderr, "bench_nss: a call failed\n");
+				return 1;
+			}
+			t[k][r] = (bench_now_ns() - t0) / (BATCH / 4);
+		}
+	}
+	for (int k = 0; k < 2; k++)
+		qsort(t[k], (size_t)rounds, sizeof(double), cmp_d);
+	printf("module_gai %.1f files_gai %.1f\n", t[0][rounds / 2],
+	       t[1][rounds / 2]);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -68,6 +119,8 @@ int main(int argc, char **argv)
 	int rounds;
 	double *t[3];
 
+	if (argc == 4 && strcmp(argv[1], "--gai") == 0)
+		return gai_through_nss(argv[2], atoi(argv[3]));
 	if (argc != 4)
 		return 2;
 	rounds = atoi(argv[3]);

@@ -119,7 +119,9 @@ out=$(replicalbctl probe 2>&1)
 check_eq "fresh install: probe has nothing to probe, exit 0" \
 	"0 no clusters: nothing to probe" "$? $out"
 for m in man1/replicalb.1 man1/replicalbctl.1 man5/replicalb.conf.5; do
-	page=$prefix/share/man/$m
+	# The pages' paths may break after each / (a \: break point).
+	page=$T/page.${m##*/}
+	sed 's/\\://g' "$prefix/share/man/$m" >"$page"
 	check "$m names the configured $conf" grep -qF "$conf" "$page"
 	check_not "$m: no placeholder left" grep -q '@[a-z]*@' "$page"
 	check_not "$m: no other config path" \
