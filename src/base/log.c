@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -58,8 +60,13 @@ static void own_syslog(int prio, const char *text)
 			break;
 		if (rlb_libc()->connect(fd, (const struct sockaddr *)&dev_log,
 					sizeof(dev_log)) == 0) {
-			/* A stream's messages end with a NUL, as glibc's. */
-			if (rlb_libc()->write(fd, msg, len + (t == 1)) < 0) {
+			/* A stream's messages end with a NUL, as glibc's;
+			 * MSG_NOSIGNAL: a closed stream must not SIGPIPE
+			 * the program. */
+			struct iovec iov = {msg, len + (t == 1)};
+			struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+			if (rlb_libc()->sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
 				/* Nowhere to report a failed report. */
 			}
 			rlb_libc()->close(fd);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ctl/ctl.h"
@@ -274,9 +275,13 @@ static bool http_send(struct attempt *a, int64_t now)
 			 "User-Agent: replicalbctl-probe\r\n"
 			 "Connection: close\r\n\r\n",
 			 a->path, a->host);
+	struct iovec iov = {req, n > 0 ? (size_t)n : 0};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
+	/* MSG_NOSIGNAL: a replica that resets at once is a failed check,
+	 * not a SIGPIPE for this tool. */
 	if (n <= 0 || (size_t)n >= sizeof(req) ||
-	    rlb_libc()->write(a->fd, req, (size_t)n) != n) {
+	    rlb_libc()->sendmsg(a->fd, &mh, MSG_NOSIGNAL) != n) {
 		http_end(a, -1, now);
 		return false;
 	}

@@ -34,11 +34,11 @@ typedef int (*format_fn)(const struct rlb_addr_list *l, const char *hname,
  * errno kept across one call of the module, and signals blocked across
  * every part of it that takes a lock, waits or reads a file: the
  * session's start and reload, DNS membership, a replica's name
- * resolved (systemd's rule, so that a handler that interrupts the call
- * never finds a lock held by the thread it interrupted). The common call,
- * a cached snapshot and replicas that are IP literals, takes no lock and
- * makes no system call, so it leaves the mask alone: two
- * pthread_sigmask() system calls would be most of its cost.
+ * resolved, the state's once-a-second follow (systemd's rule, so that a handler
+ * that interrupts the call never finds a lock held by the thread it
+ * interrupted). The common call, a cached snapshot and replicas that are IP
+ * literals, takes no lock and makes no system call, so it leaves the mask
+ * alone: two pthread_sigmask() system calls would be most of its cost.
  */
 struct guard {
 	sigset_t old;
@@ -112,8 +112,10 @@ static enum nss_status lookup(struct guard *g, const char *name, int af,
 	if (!snap)
 		return NSS_STATUS_NOTFOUND;
 	c = rlb_config_find(snap->cfg, name);
-	/* Not all literals: the resolver reads /etc/hosts or asks DNS. */
-	if (c && (c->srv || c->dns || !c->view || !c->view->all_literal))
+	/* Not all literals: the resolver reads /etc/hosts or asks DNS;
+	 * the state's once-a-second look at its name file is due. */
+	if (c && (c->srv || c->dns || !c->view || !c->view->all_literal ||
+		  !rlb_health_settled(c, rlb_op_monotonic_ms())))
 		guard_block(g);
 	if (c && (c->srv || c->dns)) {
 		c = rlb_session_members(c, &snap);

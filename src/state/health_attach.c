@@ -862,6 +862,26 @@ struct store *rlb_attach_now(const struct rlb_cluster *c)
 	return atomic_load_explicit(&c->health->cur, memory_order_acquire);
 }
 
+bool rlb_health_settled(const struct rlb_cluster *c, int64_t now)
+{
+	struct rlb_health *h = c->health;
+	struct store *s;
+
+	if (!h)
+		return true;
+	/* Not attached yet: the first use attaches (files, the segment). */
+	s = atomic_load_explicit(&h->cur, memory_order_acquire);
+	if (!s)
+		return atomic_load_explicit(&h->mode, memory_order_relaxed) ==
+		       HEALTH_NONE;
+	if (!rlb_store_named(s) || s->readonly)
+		return true;
+	return !(atomic_load_explicit(&s->map->hdr.successor,
+				      memory_order_relaxed) &&
+		 rlb_attach_successor_due(h, s)) &&
+	       !atomic_load(&h->grow_owed) && now < atomic_load(&h->follow_ms);
+}
+
 struct store *rlb_attach_check(const struct rlb_cluster *c)
 {
 	struct store *s = store_of(c);

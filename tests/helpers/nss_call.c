@@ -1,7 +1,7 @@
 /* nss_call.c - call one entry point of an NSS module directly, as
  * systemd's test-nss-hosts does, and print what it gave (nss.sh):
  *
- *   nss_call MODULE ENTRY NAME AF BUFLEN [prealloc] [blocks]
+ *   nss_call MODULE ENTRY NAME AF BUFLEN [prealloc] [blocks] [pause]
  *
  * ENTRY is 4 (gethostbyname4_r), 3, 2 or 1 (gethostbyname_r); AF is
  * inet, inet6 or unspec; prealloc hands 4_r a tuple of the caller's.
@@ -10,7 +10,8 @@
  * that errno is kept and the signal mask unchanged across the call.
  * blocks: the call is made twice, and after each "blocks=N" says how
  * often the module blocked signals in it (pthread_sigmask(SIG_BLOCK),
- * interposed here: exported, the program linked -rdynamic). */
+ * interposed here: exported, the program linked -rdynamic); pause: 1.1 s
+ * between the two (the state's once-a-second follow is due then). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef enum nss_status (*fn4)(const char *, struct gaih_addrtuple **, char *,
 			       size_t, int *, int *, int32_t *);
@@ -135,7 +137,7 @@ int main(int argc, char **argv)
 	char symbol[64], *buf;
 	int af, entry;
 	size_t buflen;
-	bool prealloc = false, blocks = false;
+	bool prealloc = false, blocks = false, pause = false;
 	void *lib, *f;
 
 	if (argc < 6) {
@@ -146,6 +148,7 @@ int main(int argc, char **argv)
 	for (int k = 6; k < argc; k++) {
 		prealloc |= strcmp(argv[k], "prealloc") == 0;
 		blocks |= strcmp(argv[k], "blocks") == 0;
+		pause |= strcmp(argv[k], "pause") == 0;
 	}
 	entry = atoi(argv[2]);
 	af = strcmp(argv[4], "inet6") == 0    ? AF_INET6
@@ -167,6 +170,8 @@ int main(int argc, char **argv)
 	if (!f || !buf)
 		return 2;
 	for (int k = 0; k < (blocks ? 2 : 1); k++) {
+		if (k && pause)
+			nanosleep(&(struct timespec){1, 100000000}, NULL);
 		nblocks = 0;
 		call(f, entry, argv[3], af, buf, buflen, prealloc);
 		if (blocks)

@@ -114,11 +114,14 @@ check_eq "2_r AF_INET6 of an IPv4 cluster: not found" \
 check_eq "_r of a name that is not virtual: not found, errno and mask kept" \
 	"NOTFOUND errno=2 h_errno=1" "$(in_nss $CALL 1 localhost inet 4096)"
 # Signals are blocked where a call takes a lock or waits (the session's
-# start, a replica's name resolved), and only there: the common call of
-# literal replicas makes no system call.
-blocks() { in_nss $CALL 4 "$1" unspec 4096 blocks | grep '^blocks=' | tr '\n' ' ' | sed 's/ $//'; }
+# start, a replica's name resolved, the state's once-a-second look at its
+# name file), and only there: the common call of literal replicas makes
+# no system call.
+blocks() { in_nss $CALL 4 "$1" unspec 4096 blocks "${@:2}" | grep '^blocks=' | tr '\n' ' ' | sed 's/ $//'; }
 check_eq "literal replicas: signals blocked at the start only" \
 	"blocks=1 blocks=0" "$(blocks rr.cluster)"
+check_eq "... and a second later (the reload check and the state's follow due)" \
+	"blocks=1 blocks=1" "$(blocks rr.cluster pause)"
 check_eq "a replica's name to resolve: signals blocked in every call" \
 	"blocks=1 blocks=1" "$(blocks nss.cluster)"
 check_eq "a name that is not virtual: blocked at the start only" \
