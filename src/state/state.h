@@ -68,9 +68,9 @@ void rlb_health_detach(struct rlb_health *h);
 /*
  * Whether an operation on c's state at monotonic now would do nothing but
  * touch shared memory: attached already, no successor to follow, no room
- * owed, the once-a-second read of the name file not due. Else it may open and read files
- * (never blocking on a lock). For the NSS module, which blocks signals
- * across a call's slow parts only.
+ * owed, the once-a-second read of the name file not due. Else it may open and
+ * read files (never blocking on a lock). For the NSS module, which blocks
+ * signals across a call's slow parts only.
  */
 bool rlb_health_settled(const struct rlb_cluster *c, int64_t now);
 /*
