@@ -13,7 +13,7 @@
 #define DNS_FLAG_TC   0x0200 /* truncated */
 #define DNS_CLASS_IN  1
 #define DNS_MAX_LABEL 63
-#define DNS_MAX_NAME  255 /* bytes of a name on the wire, §2.3.4 */
+#define DNS_MAX_NAME  255 /* bytes of a name on the wire, RFC 1035 §2.3.4 */
 #define DNS_MAX_JUMPS 128 /* compression pointers in one name */
 #define DNS_MAX_CHAIN 16  /* CNAMEs followed from the question's name */
 #define DNS_RR_FIXED  10  /* type, class, ttl, rdlength */
@@ -37,7 +37,7 @@ struct dns_name {
 	bool plain;
 };
 
-/* One resource record (§4.1.3), its rdata checked (check_rdata()). */
+/* One resource record (RFC 1035 §4.1.3), its rdata checked (check_rdata()). */
 struct dns_rr {
 	struct dns_name owner;
 	uint16_t type;

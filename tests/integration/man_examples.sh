@@ -1,11 +1,12 @@
 #!/bin/bash
-# man_examples.sh - the examples of replicalbctl(1) print what the page
-# shows (issue 24): every "$ replicalbctl ..." line of its EXAMPLES and
-# COMPLETION sections that shows output is run against the config of
+# man_examples.sh - the examples of the man pages print what the page
+# shows (issue 24): every "$ " line of the three pages is run against the config of
 # replicalb.conf(5)'s EXAMPLE (with apps.d/clickhouse-client.conf from
 # etc/apps.d, and the round_robin rr.cluster of a, b, c the page
-# rotates), in a state directory of its own, and the lines shown must be
-# the first lines it prints (stdout, then stderr). And every page renders
+# rotates), each display in a state directory of its own; the lines
+# shown must be the first lines it prints (stdout, then stderr), and one
+# shown without output must exit 0 with nothing on stderr. (The README's
+# "$ " lines are all in its tour, which tour.sh runs.) And every page renders
 # with no troff warning under a long install prefix.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 rlb_setup
@@ -39,40 +40,56 @@ export REPLICALB_CONFIG=$T/etc/replicalb.conf
 rlbctl check >/dev/null 2>"$T/check.err"
 check_empty "the example config is valid" "$T/check.err"
 
-# The examples: "command<TAB>shown\nshown..." for each with output.
-$PY - "$man1" >"$T/examples" <<'PYEOF'
-import re, sys
+# The examples: "block<TAB>command<TAB>shown\nshown..." for every "$ "
+# line of the three pages; a block is one .nf/.fi display, whose commands
+# run in order in one state directory (record-error, then status).
+$PY - "$top_srcdir"/man/*.in >"$T/examples" <<'PYEOF'
+import sys
 def unroff(s):
-    return s.replace("\\-", "-").replace("\\(aq", "'").replace("\\(dq", '"')
-cmd, shown, out = None, [], []
-for line in open(sys.argv[1]).read().split("\n"):
-    if line.startswith("$ replicalbctl "):
-        if cmd and shown:
-            out.append((cmd, shown))
-        cmd, shown = unroff(line[2:]), []
-    elif cmd is not None and (line.startswith(".") or line.startswith("$ ")):
-        if shown:
-            out.append((cmd, shown))
-        cmd, shown = None, []
-    elif cmd is not None:
-        shown.append(unroff(line))
-for c, s in out:
-    print(c + "\t" + "\\n".join(s))
+    return (s.replace("\\-", "-").replace("\\(aq", "'")
+            .replace("\\(dq", '"').replace("\\e", "\\"))
+out, block = [], 0
+for page in sys.argv[1:]:
+    cmd, shown = None, []
+    for line in open(page).read().split("\n"):
+        if line.startswith(".") or line.startswith("$ "):
+            if cmd is not None:
+                out.append((block, page.split("/")[-1], cmd, shown))
+            cmd, shown = None, []
+            if line.startswith("$ "):
+                cmd = unroff(line[2:])
+            else:
+                block += 1
+        elif cmd is not None:
+            shown.append(unroff(line))
+for b, page, c, s in out:
+    print("%d\t%s\t%s\t%s" % (b, page, c, "\\n".join(s)))
 PYEOF
-check_ge "replicalbctl(1) has examples with output" 4 "$(wc -l <"$T/examples")"
+check_ge "the pages have their examples" 10 "$(wc -l <"$T/examples")"
+check_ge "examples with output shown" 4 "$(awk -F'\t' '$4 != ""' "$T/examples" | wc -l)"
+check_eq "every example is replicalbctl's (the runner knows no other)" "" \
+	"$(cut -f3 "$T/examples" | grep -v '^replicalbctl ')"
 n=0
-while IFS=$'\t' read -r cmd shown; do
+while IFS=$'\t' read -r block page cmd shown; do
 	n=$((n + 1))
-	export REPLICALB_STATE_DIR=$T/state.$n
+	export REPLICALB_STATE_DIR=$T/state.$block
 	conf=$T/etc/replicalb.conf
 	case $cmd in *rr.cluster*) conf=$T/etc/rr.conf ;; esac
 	out=$(cd "$T" && REPLICALB_CONFIG=$conf \
 		bash -c "${cmd/replicalbctl/$RLBCTL}" 2>"$T/err.$n")
+	rc=$?
 	[ -n "$out" ] && out=$out$'\n'
 	out=$out$(cat "$T/err.$n")
+	name="${page%.in}: \$ $cmd"
+	if [ -z "$shown" ]; then
+		# No output shown: it must work, and say nothing on stderr.
+		check_eq "$name: exit 0" 0 "$rc"
+		check_empty "$name: no error" "$T/err.$n"
+		continue
+	fi
 	want=$(printf '%b' "$shown")
 	got=$(printf '%s\n' "$out" | head -n "$(printf '%s\n' "$want" | wc -l)")
-	check_eq "replicalbctl(1): \$ $cmd" "$want" "$got"
+	check_eq "$name" "$want" "$got"
 done <"$T/examples"
 
 # The pages render without a warning whatever the prefix: made as the

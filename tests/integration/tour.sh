@@ -168,7 +168,7 @@ printf 'GET /ping HTTP/1.0\r\n\r\n' >"$T/request"
 # README shows after it (if any): "command<TAB>expected\nexpected...".
 awk '
 	/^## Five-minute tour/ { tour = 1 }
-	/^## Policies/ { tour = 0 }
+	/^## / && !/^## Five-minute tour/ { tour = 0 }
 	tour && /^```/ { inb = !inb; next }
 	tour && inb && /^\$ / { if (cmd != "") print_cmd(); cmd = substr($0, 3); want = ""; next }
 	tour && inb && cmd != "" { want = want (want == "" ? "" : "\\n") $0 }
@@ -176,6 +176,10 @@ awk '
 	function print_cmd() { printf "%s\t%s\n", cmd, want; cmd = "" }
 ' "$readme" >"$T/commands"
 check_ge "the tour has its commands" 12 "$(wc -l <"$T/commands")"
+# The README shows no "$ " command outside the tour: each one is run here.
+check_eq "every \$ line of the README is a tour command" \
+	"$(awk '/^```/ { inb = !inb; next } inb && /^\$ /' "$readme" | wc -l)" \
+	"$(wc -l <"$T/commands")"
 cd "$T" || exit 1
 # The library stacked over nss_wrapper, for the wrapper and replicalbctl.
 export LD_PRELOAD=$NSS_WRAPPER_LIB
