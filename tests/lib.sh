@@ -488,6 +488,13 @@ replica_errors()
 	replica_stat "$1" "$2" errors
 }
 
+# errs CLUSTER HOST[:PORT] : replica_errors, short enough to put several
+# replicas' counts on one line: "$(errs c a) $(errs c b)".
+errs()
+{
+	replica_errors "$1" "$2"
+}
+
 # cluster_errors CLUSTER : the error counts of all the cluster's replicas,
 # in config order, on one line ("1 0 0"); one status call for them all.
 cluster_errors()
@@ -536,6 +543,27 @@ def _write():
 
 atexit.register(_write)
 EOF
+}
+
+# timed NAME CMD... : run CMD under `timeout 10` with ELAPSED_MS_FILE set
+# to $T/NAME.ms; stdout to $T/NAME.out, stderr to $T/NAME.err, stdin the
+# caller's (redirect the call: `timed NAME CMD... <"$T/get.txt"`). Not
+# preloaded: pass `env LD_PRELOAD="$RLB_LIB" CMD...` for that. Sets RC
+# (CMD's exit status; 124: cut by the timeout) and MS (milliseconds taken;
+# for a python client that imports elapsed.py, from after its imports to
+# its exit, see write_elapsed_py). Returns 0.
+timed()
+{
+	local name=$1 t0
+	shift
+	rm -f "$T/$name.ms"
+	t0=$(now_ms)
+	ELAPSED_MS_FILE="$T/$name.ms" timeout 10 "$@" \
+		>"$T/$name.out" 2>"$T/$name.err"
+	RC=$?
+	MS=$(($(now_ms) - t0))
+	[ -s "$T/$name.ms" ] && MS=$(cat "$T/$name.ms")
+	return 0
 }
 
 # wait_until SECONDS CMD... : poll CMD every 0.1 s until it succeeds.

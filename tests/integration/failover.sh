@@ -66,28 +66,6 @@ timeout 5 redis-cli -h 127.0.0.4 -p "$RPORT" set replica r4 >/dev/null 2>&1
 
 printf 'GET / HTTP/1.0\r\nHost: x\r\n\r\n' >"$T/get.txt"
 
-errs()
-{
-	replica_errors "$1" "$2"
-}
-
-# timed NAME CMD... : run CMD under `timeout 10`, stdin $T/get.txt; stdout
-# to $T/NAME.out, stderr to $T/NAME.err; sets RC and MS (ms taken: for the
-# python client, from after its imports to its exit, see write_elapsed_py).
-timed()
-{
-	local name=$1 t0
-	shift
-	rm -f "$T/$name.ms"
-	t0=$(now_ms)
-	ELAPSED_MS_FILE="$T/$name.ms" timeout 10 "$@" <"$T/get.txt" \
-		>"$T/$name.out" 2>"$T/$name.err"
-	RC=$?
-	MS=$(($(now_ms) - t0))
-	[ -s "$T/$name.ms" ] && MS=$(cat "$T/$name.ms")
-	return 0
-}
-
 # body NAME : the last line of $T/NAME.out (an HTTP body after headers).
 body()
 {
@@ -137,7 +115,7 @@ failover_case()
 	local name=$1 cluster=$2 bound=$3 want=$4
 	shift 4
 	rlbctl reset >/dev/null 2>&1
-	timed "$name" env LD_PRELOAD="$RLB_LIB" "$@"
+	timed "$name" env LD_PRELOAD="$RLB_LIB" "$@" <"$T/get.txt"
 	check_eq "$name: served by replica 2" "$want" "$(body "$name")"
 	if [ "$want" = "$(body "$name")" ]; then
 		check_le "$name: within $bound ms" "$bound" "$MS"
@@ -212,7 +190,7 @@ if [ -n "$main_ok" ]; then
 	# line listing all three replicas, design.md §8), not two.
 	rlbctl reset >/dev/null 2>&1
 	timed redis-cli env LD_PRELOAD="$RLB_LIB" REPLICALB_LOG_LEVEL=debug \
-		redis-cli -h redis.cluster -p "$RPORT" get replica
+		redis-cli -h redis.cluster -p "$RPORT" get replica <"$T/get.txt"
 	check_eq "redis-cli, silent first: served by replica 2" "r3" \
 		"$(cat "$T/redis-cli.out")"
 	check_le "redis-cli, silent first: within 5000 ms" 5000 "$MS"
@@ -228,7 +206,7 @@ if [ -n "$main_ok" ]; then
 	# each replica tried counts once.
 	rlbctl reset >/dev/null 2>&1
 	timed "socat, all down" env LD_PRELOAD="$RLB_LIB" \
-		socat -t 5 - "TCP:down.cluster:$HPORT"
+		socat -t 5 - "TCP:down.cluster:$HPORT" <"$T/get.txt"
 	check_eq "socat, all down: fails (exit 1)" "1" "$RC"
 	check_match "socat, all down: connection refused" \
 		'Connection refused' "$(cat "$T/socat, all down.err")"
@@ -247,7 +225,8 @@ if [ -n "$per_ok" ]; then
 		replica=r3 socat -t 5 - "TCP:on.cluster:$HPORT"
 	rlbctl -c "$T/percluster.conf" reset >/dev/null 2>&1
 	timed "socat, failover off" env REPLICALB_CONFIG="$T/percluster.conf" \
-		LD_PRELOAD="$RLB_LIB" socat -t 5 - "TCP:off.cluster:$HPORT"
+		LD_PRELOAD="$RLB_LIB" socat -t 5 - "TCP:off.cluster:$HPORT" \
+		<"$T/get.txt"
 	check_eq "socat, cluster without failover: refused (exit 1)" "1" "$RC"
 	check_match "socat, cluster without failover: the refusal reaches it" \
 		'Connection refused' "$(cat "$T/socat, failover off.err")"
@@ -261,13 +240,13 @@ fi
 export REPLICALB_CONFIG=$T/plain.conf
 rlbctl reset >/dev/null 2>&1
 timed "wrapper, no --failover" "$top_builddir/replicalb" \
-	socat -t 5 - "TCP:refuse.cluster:$HPORT"
+	socat -t 5 - "TCP:refuse.cluster:$HPORT" <"$T/get.txt"
 check_eq "wrapper without --failover: socat refused (exit 1)" "1" "$RC"
 check_eq "wrapper without --failover: counted" "1" \
 	"$(errs refuse.cluster 127.0.0.5)"
 rlbctl reset >/dev/null 2>&1
 timed "wrapper --failover" "$top_builddir/replicalb" --failover \
-	socat -t 5 - "TCP:refuse.cluster:$HPORT"
+	socat -t 5 - "TCP:refuse.cluster:$HPORT" <"$T/get.txt"
 check_eq "wrapper --failover: socat served by replica 2" "replica=r3" \
 	"$(body "wrapper --failover")"
 check_empty "wrapper --failover: nothing on stderr" "$T/wrapper --failover.err"

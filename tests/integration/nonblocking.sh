@@ -36,11 +36,6 @@ start_replica up 127.0.0.3 "$PORT" http || fail "start replica 127.0.0.3"
 start_replica hole 127.0.0.5 "$BPORT" blackhole || fail "start blackhole"
 # 127.0.0.2:$PORT has no listener: connects to it are refused.
 
-errs()
-{
-	replica_errors "$1" "$2"
-}
-
 reset()
 {
 	rlbctl reset >/dev/null 2>&1

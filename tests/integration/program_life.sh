@@ -102,7 +102,6 @@ plain() { timeout 60 "$CONNLIFE" "$@" 2>>"$T/life.err"; }
 # Drop the times: "connected ADDR MS" -> "connected ADDR".
 untimed() { sed -E 's/^(connected [0-9.]+|failed) [0-9]+$/\1/'; }
 ms_of() { sed -nE 's/^(connected [0-9.]+|failed) ([0-9]+)$/\2/p'; }
-errs() { replica_errors "$1" "$2"; }
 slows() { replica_stat "$1" "$2" slowdowns; }
 reset_all() { rlbctl reset >/dev/null 2>&1; }
 : >"$T/life.err"

@@ -65,29 +65,6 @@ start_redis redis4 127.0.0.4 "$RPORT" || fail "start redis on 127.0.0.4"
 timeout 5 redis-cli -h 127.0.0.3 -p "$RPORT" set replica r3 >/dev/null 2>&1
 timeout 5 redis-cli -h 127.0.0.4 -p "$RPORT" set replica r4 >/dev/null 2>&1
 
-errs()
-{
-	replica_errors "$1" "$2"
-}
-
-# timed NAME CMD... : run CMD preloaded under `timeout 10`; stdout to
-# $T/NAME.out, stderr to $T/NAME.err; sets RC and MS (milliseconds taken:
-# for the python clients, which import elapsed.py, from after their
-# imports to their exit; see write_elapsed_py).
-timed()
-{
-	local name=$1 t0
-	shift
-	rm -f "$T/$name.ms"
-	t0=$(now_ms)
-	timeout 10 env LD_PRELOAD="$RLB_LIB" ELAPSED_MS_FILE="$T/$name.ms" \
-		"$@" >"$T/$name.out" 2>"$T/$name.err"
-	RC=$?
-	MS=$(($(now_ms) - t0))
-	[ -s "$T/$name.ms" ] && MS=$(cat "$T/$name.ms")
-	return 0
-}
-
 # check_served NAME WANT GOT BOUND_MS : GOT is WANT, and it took at most
 # BOUND_MS (MS); a run that was not served fails the timing check too,
 # showing how it ended (rc 124: cut by `timeout 10`).
@@ -186,7 +163,7 @@ first_run()
 	local name=$1 cluster=$2 bound=$3 want=$4
 	shift 4
 	rlbctl reset >/dev/null 2>&1
-	timed "$name-1" "$@" <"$T/get.txt"
+	timed "$name-1" env LD_PRELOAD="$RLB_LIB" "$@" <"$T/get.txt"
 	check_served "$name: run 1 (past the silent replica)" "$want" \
 		"$(body "$name-1")" "$bound"
 	check_eq "$name: run 1 counted one error, for the silent replica" \
@@ -204,7 +181,7 @@ next_runs()
 		fail "$name: runs 2 and 3" "not run: run 1 counted no error"
 		return 0
 	fi
-	timed "$name-2" "$@" <"$T/get.txt"
+	timed "$name-2" env LD_PRELOAD="$RLB_LIB" "$@" <"$T/get.txt"
 	check_served "$name: run 2" "$want" "$(body "$name-2")" 500
 	check_eq "$name: run 2 counted nothing more" "1 0 0" \
 		"$(cluster_errors "$cluster")"
@@ -242,7 +219,8 @@ next_runs asyncio silent.cluster "$HPORT" replica=r3 \
 # socat: one blocking connect to the first address only, so without
 # connect_failover run 1 fails, but with ETIMEDOUT after about 1 s.
 rlbctl reset >/dev/null 2>&1
-timed socat-1 socat -t 5 - "TCP:silent.cluster:$HPORT" <"$T/get.txt"
+timed socat-1 env LD_PRELOAD="$RLB_LIB" \
+	socat -t 5 - "TCP:silent.cluster:$HPORT" <"$T/get.txt"
 check_eq "socat: run 1 fails (exit 1, not cut by timeout: 124)" "1" "$RC"
 check_match "socat: run 1 reports the connect timing out" \
 	'Connection timed out' "$(cat "$T/socat-1.err")"

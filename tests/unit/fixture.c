@@ -1,8 +1,11 @@
-/* fixture.c - unit-test clusters built through the real config parser, and
- * scripted random draws for deterministic selections. */
+/* fixture.c - unit-test clusters built through the real config parser,
+ * scripted random draws for deterministic selections, and config files
+ * replaced as editors replace them. */
 #include "config.h"
 
+#include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,6 +180,11 @@ void fx_free(struct fx *f)
 	free(f);
 }
 
+void fx_add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
+{
+	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
+}
+
 /* ---- scripted draws ---- */
 
 static uint32_t script[RLB_MAX_REPLICAS];
@@ -208,4 +216,29 @@ void fx_draws_end(void)
 	if (script_next != script_n)
 		fail_msg("fixture: %zu of %zu scripted draws taken",
 			 script_next, script_n);
+}
+
+/* ---- config files ---- */
+
+void fx_write_file(const char *path, const char *fmt, ...)
+{
+	char tmp[PATH_MAX];
+	va_list ap;
+	FILE *f;
+	int n;
+
+	n = snprintf(tmp, sizeof(tmp), "%s.new", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		fail_msg("fixture: path too long: %s", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		fail_msg("fixture: cannot create %s: %s", tmp, strerror(errno));
+	va_start(ap, fmt);
+	n = vfprintf(f, fmt, ap);
+	va_end(ap);
+	if (fclose(f) != 0 || n < 0)
+		fail_msg("fixture: cannot write %s: %s", tmp, strerror(errno));
+	if (rename(tmp, path) != 0)
+		fail_msg("fixture: cannot rename %s to %s: %s", tmp, path,
+			 strerror(errno));
 }

@@ -1,5 +1,6 @@
-/* fixture.h - unit-test clusters built through the real config parser, and
- * scripted random draws for deterministic selections. */
+/* fixture.h - unit-test clusters built through the real config parser,
+ * scripted random draws for deterministic selections, and config files
+ * replaced as editors replace them. */
 #ifndef RLB_TEST_FIXTURE_H
 #define RLB_TEST_FIXTURE_H
 
@@ -62,6 +63,12 @@ struct fx *fx_cluster_local(const char *policy, size_t n,
 /* Drop the snapshot (detaching health) and the selection; NULL is fine. */
 void fx_free(struct fx *f);
 /*
+ * rlb_health_add_errors() of n errors for replica i of c at the cluster's
+ * current decay time, where no decay is owed: for tests of other
+ * behaviour than the decay refinement.
+ */
+void fx_add_errors(struct rlb_cluster *c, size_t i, uint64_t n);
+/*
  * cmocka group teardown: remove the scratch directory and its state
  * files, if one was made. Use as cmocka_run_group_tests(t, NULL, this).
  */
@@ -79,5 +86,13 @@ void fx_draws(const uint32_t *v, size_t n);
  * up exactly.
  */
 void fx_draws_end(void);
+
+/*
+ * Replace the file at path with the printf-style text, as editors and
+ * config managers do: all of it to "<path>.new", then rename(2) over path,
+ * so that a reader sees the old file or the new one (a new inode), never
+ * part of one. Fails the test on any error, so callers need not check.
+ */
+void fx_write_file(const char *path, const char *fmt, ...) RLB_PRINTF(2, 3);
 
 #endif /* RLB_TEST_FIXTURE_H */

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "clock.h"
+#include "fixture.h"
 #include "engine/engine.h"
 
 /* The largest file the tests read (a name file is one short line). */
@@ -50,15 +51,6 @@ struct fixture {
 	char tmp[64];
 	char state[128];
 };
-
-/*
- * Add errors at the cluster's current decay time T, where no decay is
- * owed: for tests of other behaviour than the decay refinement.
- */
-static void add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
-{
-	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
-}
 
 static int setup(void **state)
 {
@@ -314,7 +306,7 @@ static void test_health_tv24_decay_sequence(void **state)
 	assert_int_equal(rlb_health_decay_time(c), 0);
 	rlb_health_decay(c, 1000);
 	assert_int_equal(rlb_health_decay_time(c), 1000);
-	add_errors(c, 0, 5);
+	fx_add_errors(c, 0, 5);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 5);
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
 		rlb_health_decay(c, steps[i].now);
@@ -345,7 +337,7 @@ static void test_health_late_error_counts_in_full(void **state)
 	assert_int_equal(rlb_health_errors(c, 0, 1002, false), 1);
 	assert_int_equal(rlb_health_errors(c, 0, 1002, true), 1);
 	/* Older errors got the decay they were owed: 8 >> 2 = 2, + 1. */
-	add_errors(c, 1, 8);
+	fx_add_errors(c, 1, 8);
 	rlb_health_add_errors(c, 1, 1, 1004);
 	assert_int_equal(rlb_health_errors(c, 1, 1004, false), 3);
 	/* Replica 0's 1 was halved twice to 0 by that add; within the
@@ -372,8 +364,8 @@ static void test_health_decay_shifts_replicas_not_known_here(void **state)
 
 	cb->s.half_life = c1->s.half_life = 1;
 	rlb_health_decay(cb, 1000);
-	add_errors(cb, 1, 8); /* b.example, which `one` does not have */
-	add_errors(cb, 0, 8);
+	fx_add_errors(cb, 1, 8); /* b.example, which `one` does not have */
+	fx_add_errors(cb, 0, 8);
 	/* `one` moves T three half-lives on: 8 >> 3 = 1, b included. */
 	rlb_health_decay(c1, 1003);
 	assert_int_equal(rlb_health_decay_time(cb), 1003);
@@ -417,7 +409,7 @@ static void test_health_slowdowns_decay_uncapped(void **state)
 	c->s.error_cap = 4;
 	rlb_health_decay(c, 1000);
 	rlb_health_add_slowdowns(c, 0, 16, 1000);
-	add_errors(c, 0, 16);
+	fx_add_errors(c, 0, 16);
 	assert_int_equal(rlb_health_slowdowns(c, 0, 1000, false), 16);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 4);
 	/* bit_length(16) = 5 half-lives of 10 s. */
@@ -449,10 +441,10 @@ static void test_health_select_counts_say_when_they_decide(void **state)
 	c->s.max_ignored_errors = 2;
 	assert_true(rlb_health_select_counts(c, 2, 1000, false, e, sd));
 	assert_int_equal(e[0] + e[1] + sd[0] + sd[1], 0);
-	add_errors(c, 1, 2);
+	fx_add_errors(c, 1, 2);
 	assert_true(rlb_health_select_counts(c, 2, 1000, false, e, sd));
 	assert_int_equal(e[1], 2);
-	add_errors(c, 1, 2);
+	fx_add_errors(c, 1, 2);
 	assert_false(rlb_health_select_counts(c, 2, 1000, false, e, sd));
 	assert_int_equal(e[1], 4);
 	/* A peek sees the decay to come (4 -> 2, within the ignored). */
@@ -476,15 +468,15 @@ static void test_health_tv25_zero_half_life(void **state)
 
 	c->s.half_life = 0;
 	rlb_health_decay(c, 1000);
-	add_errors(c, 0, 7);
-	add_errors(c, 1, 3);
+	fx_add_errors(c, 0, 7);
+	fx_add_errors(c, 1, 3);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, true), 0);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 7);
 	/* Even within the same second: k is "large". */
 	rlb_health_decay(c, 1000);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), 0);
 	assert_int_equal(rlb_health_errors(c, 1, 1000, false), 0);
-	add_errors(c, 0, 7);
+	fx_add_errors(c, 0, 7);
 	rlb_health_decay(c, 5000);
 	assert_int_equal(rlb_health_errors(c, 0, 5000, false), 0);
 	assert_int_equal(rlb_health_decay_time(c), 5000);
@@ -499,10 +491,10 @@ static void test_health_tv26_cap(void **state)
 	int64_t now = 1000;
 
 	rlb_health_decay(c, now);
-	add_errors(c, 0, 999);
-	add_errors(c, 0, 3);
+	fx_add_errors(c, 0, 999);
+	fx_add_errors(c, 0, 3);
 	assert_int_equal(rlb_health_errors(c, 0, now, false), 1000);
-	add_errors(c, 0, UINT64_MAX);
+	fx_add_errors(c, 0, UINT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, now, false), 1000);
 	for (int i = 1; i <= 9; i++) {
 		now += 60;
@@ -517,9 +509,9 @@ static void test_health_tv26_cap(void **state)
 	assert_int_equal(now - 1000, 600);
 
 	/* A lowered cap applies at the next increment. */
-	add_errors(c, 0, 500);
+	fx_add_errors(c, 0, 500);
 	c->s.error_cap = 10;
-	add_errors(c, 0, 1);
+	fx_add_errors(c, 0, 1);
 	assert_int_equal(rlb_health_errors(c, 0, now, false), 10);
 	cfg_free(cfg);
 }
@@ -531,7 +523,7 @@ static void test_health_clock_backwards_does_nothing(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	rlb_health_decay(c, 1000);
-	add_errors(c, 0, 8);
+	fx_add_errors(c, 0, 8);
 	assert_int_equal(rlb_health_errors(c, 0, 900, true), 8);
 	rlb_health_decay(c, 900);
 	assert_int_equal(rlb_health_errors(c, 0, 900, false), 8);
@@ -550,15 +542,15 @@ static void test_health_shift_of_64_or_more_zeroes(void **state)
 	c->s.half_life = 1;
 	c->s.error_cap = INT64_MAX;
 	rlb_health_decay(c, 1000);
-	add_errors(c, 0, UINT64_MAX);
+	fx_add_errors(c, 0, UINT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, 1000, false), INT64_MAX);
 	rlb_health_decay(c, 1062);
 	assert_int_equal(rlb_health_errors(c, 0, 1062, false), 1);
-	add_errors(c, 0, INT64_MAX);
+	fx_add_errors(c, 0, INT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, 1126, true), 0);
 	rlb_health_decay(c, 1126);
 	assert_int_equal(rlb_health_errors(c, 0, 1126, false), 0);
-	add_errors(c, 0, INT64_MAX);
+	fx_add_errors(c, 0, INT64_MAX);
 	rlb_health_decay(c, INT64_MAX);
 	assert_int_equal(rlb_health_errors(c, 0, INT64_MAX, false), 0);
 	assert_int_equal(rlb_health_decay_time(c), INT64_MAX);
@@ -572,7 +564,7 @@ static void test_health_remainder_discarded(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	rlb_health_decay(c, 1000);
-	add_errors(c, 0, 16);
+	fx_add_errors(c, 0, 16);
 	rlb_health_decay(c, 1090);
 	assert_int_equal(rlb_health_decay_time(c), 1090);
 	assert_int_equal(rlb_health_errors(c, 0, 1090, false), 8);
@@ -591,10 +583,10 @@ static void test_health_decayed_view_changes_nothing(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	/* No T yet: the first selection only starts the clock. */
-	add_errors(c, 0, 5);
+	fx_add_errors(c, 0, 5);
 	assert_int_equal(rlb_health_errors(c, 0, 99999, true), 5);
 	rlb_health_decay(c, 1000);
-	add_errors(c, 1, 12);
+	fx_add_errors(c, 1, 12);
 	assert_int_equal(rlb_health_errors(c, 0, 1130, true), 1);
 	assert_int_equal(rlb_health_errors(c, 1, 1130, true), 3);
 	assert_int_equal(rlb_health_errors(c, 0, 1130, false), 5);
@@ -613,7 +605,7 @@ static void test_health_reset(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 
 	for (size_t i = 0; i < 3; i++)
-		add_errors(c, i, i + 1);
+		fx_add_errors(c, i, i + 1);
 	rlb_health_reset(c, 1);
 	assert_int_equal(rlb_health_errors(c, 0, 0, false), 1);
 	assert_int_equal(rlb_health_errors(c, 1, 0, false), 0);
@@ -632,7 +624,7 @@ static void test_health_recovery_tv28(void **state)
 	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_cluster *c = &cfg->clusters[0];
 
-	add_errors(c, 0, 6);
+	fx_add_errors(c, 0, 6);
 	/* T unset: the full bit_length(6) * H. */
 	assert_int_equal(rlb_health_recovery_seconds(c, 0, 5000), 180);
 	rlb_health_decay(c, 986);
@@ -658,7 +650,7 @@ static void test_health_shared_between_attaches(void **state)
 
 	snprintf(expect, sizeof(expect), "%s/db.state", f->state);
 	assert_string_equal(rlb_health_path(a->health), expect);
-	add_errors(a, 1, 4);
+	fx_add_errors(a, 1, 4);
 	assert_int_equal(rlb_health_errors(b, 1, 0, false), 4);
 	assert_int_equal(rlb_health_rr_next(a), 0);
 	assert_int_equal(rlb_health_rr_next(b), 1);
@@ -720,7 +712,7 @@ static int child_add(const char *dir, struct rlb_config *inherited,
 	}
 	gate_wait(gate);
 	for (int i = 0; i < ADDS_PER_CHILD; i++)
-		add_errors(&cfg->clusters[0], 0, 1);
+		fx_add_errors(&cfg->clusters[0], 0, 1);
 	if (!inherited)
 		cfg_free(cfg);
 	return rc;
@@ -833,8 +825,8 @@ static void test_health_reload_keeps_by_identity(void **state)
 
 	a = &c1->clusters[0];
 	rlb_health_decay(a, 1000);
-	add_errors(a, 0, 3);
-	add_errors(a, 1, 5);
+	fx_add_errors(a, 0, 3);
+	fx_add_errors(a, 1, 5);
 	rlb_health_rr_next(a);
 	c2 = attach1(f->state, "db", reordered, 3, true);
 	b = &c2->clusters[0];
@@ -845,8 +837,8 @@ static void test_health_reload_keeps_by_identity(void **state)
 	assert_int_equal(rlb_health_rr_peek(b), 1);
 	assert_int_equal(rlb_health_decay_time(b), 1000);
 	/* Both versions of the config keep working on the same counters. */
-	add_errors(b, 0, 2);
-	add_errors(b, 2, 1);
+	fx_add_errors(b, 0, 2);
+	fx_add_errors(b, 2, 1);
 	assert_int_equal(rlb_health_errors(a, 0, 1000, false), 4);
 	cfg_free(c1);
 	cfg_free(c2);
@@ -858,8 +850,8 @@ static void test_health_prune_drops_removed(void **state)
 	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2, *c3;
 
-	add_errors(&c1->clusters[0], 0, 3);
-	add_errors(&c1->clusters[0], 1, 5);
+	fx_add_errors(&c1->clusters[0], 0, 3);
+	fx_add_errors(&c1->clusters[0], 1, 5);
 	c2 = attach1(f->state, "db", hosts_ab, 1, true); /* b removed */
 	assert_int_equal(rlb_health_errors(&c2->clusters[0], 0, 0, false), 3);
 	cfg_free(c2);
@@ -876,11 +868,11 @@ static void test_health_prune_then_stale_config_reclaims(void **state)
 	struct rlb_config *old = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2, *c3;
 
-	add_errors(&old->clusters[0], 1, 5);
+	fx_add_errors(&old->clusters[0], 1, 5);
 	c2 = attach1(f->state, "db", hosts_ab, 1, true); /* b pruned */
 	/* A process still on the old config finds b's slot gone. */
 	assert_int_equal(rlb_health_errors(&old->clusters[0], 1, 0, false), 0);
-	add_errors(&old->clusters[0], 1, 2);
+	fx_add_errors(&old->clusters[0], 1, 2);
 	c3 = attach1(f->state, "db", hosts_ab, 2, false);
 	assert_int_equal(rlb_health_errors(&c3->clusters[0], 1, 0, false), 2);
 	cfg_free(c3);
@@ -894,7 +886,7 @@ static void test_health_no_prune_keeps_removed(void **state)
 	struct rlb_config *c1 = attach1(f->state, "db", hosts_ab, 2, true);
 	struct rlb_config *c2, *c3;
 
-	add_errors(&c1->clusters[0], 1, 5);
+	fx_add_errors(&c1->clusters[0], 1, 5);
 	cfg_free(c1);
 	c2 = attach1(f->state, "db", hosts_ab, 1, false);
 	c3 = attach1(f->state, "db", hosts_ab, 2, false);
@@ -912,17 +904,17 @@ static void test_health_rebuild_when_full_of_tombstones(void **state)
 
 	ca = cfg_new_many(f->state, "db", "a", n);
 	attach_now(ca, true);
-	add_errors(&ca->clusters[0], 0, 7);
+	fx_add_errors(&ca->clusters[0], 0, 7);
 	/* b* fill the other half; pruning a* leaves no empty slot. */
 	cb = cfg_new_many(f->state, "db", "b", n);
 	attach_now(cb, true);
 	assert_false(is_private(cb));
-	add_errors(&cb->clusters[0], 0, 4);
-	add_errors(&cb->clusters[0], n - 1, 9);
+	fx_add_errors(&cb->clusters[0], 0, 4);
+	fx_add_errors(&cb->clusters[0], n - 1, 9);
 	cc = attach1(f->state, "db", hosts_c, 2, false);
 	assert_false(is_private(cc));
 	assert_int_equal(rlb_health_errors(&cc->clusters[0], 0, 0, false), 4);
-	add_errors(&cc->clusters[0], 1, 6);
+	fx_add_errors(&cc->clusters[0], 1, 6);
 	cd = attach1(f->state, "db", hosts_c, 2, false);
 	assert_int_equal(rlb_health_errors(&cd->clusters[0], 1, 0, false), 6);
 	/* Entries moved by the rebuild are found again. */
@@ -945,7 +937,7 @@ static void test_health_full_table_keeps_counted_entries(void **state)
 
 	ca = cfg_new_many(f->state, "db", "a", n);
 	attach_now(ca, false);
-	add_errors(&ca->clusters[0], 0, 7);
+	fx_add_errors(&ca->clusters[0], 0, 7);
 	cb = cfg_new_many(f->state, "db", "b", n);
 	attach_now(cb, false);
 	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 7);
@@ -955,7 +947,7 @@ static void test_health_full_table_keeps_counted_entries(void **state)
 	 */
 	cc = attach1(f->state, "db", hosts_c, 1, false);
 	assert_false(is_private(cc));
-	add_errors(&cc->clusters[0], 0, 2);
+	fx_add_errors(&cc->clusters[0], 0, 2);
 	assert_int_equal(rlb_health_errors(&cc->clusters[0], 0, 0, false), 2);
 	assert_int_equal(rlb_health_errors(&ca->clusters[0], 0, 0, false), 7);
 	cfg_free(ca);
@@ -1113,8 +1105,8 @@ static void test_health_grows_when_reload_adds_replicas(void **state)
 
 	a = &c1->clusters[0];
 	rlb_health_decay(a, 1000);
-	add_errors(a, 0, 3);
-	add_errors(a, 2, 5);
+	fx_add_errors(a, 0, 3);
+	fx_add_errors(a, 2, 5);
 	rlb_health_rr_next(a);
 	id1 = db_segment(f);
 	c2 = attach_grown(f->state);
@@ -1130,8 +1122,8 @@ static void test_health_grows_when_reload_adds_replicas(void **state)
 	assert_int_equal(rlb_health_decay_time(b), 1000);
 	assert_int_equal(rlb_health_rr_peek(b), 1);
 	/* A process still on the old segment follows, counts included. */
-	add_errors(a, 1, 4);
-	add_errors(b, 0, 1);
+	fx_add_errors(a, 1, 4);
+	fx_add_errors(b, 0, 1);
 	assert_int_equal(rlb_health_errors(a, 2, 1000, false), 6);
 	assert_int_equal(rlb_health_errors(a, 1, 1000, false), 4);
 	assert_int_equal(rlb_health_errors(a, 0, 1000, false), 0); /* pruned */
@@ -1171,7 +1163,7 @@ static void check_set_aside(struct fixture *f, const char *reason)
 	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 0);
 	assert_int_equal(rlb_health_rr_peek(&cfg->clusters[0]), 0);
 	assert_int_equal(rlb_health_decay_time(&cfg->clusters[0]), 0);
-	add_errors(&cfg->clusters[0], 0, 2);
+	fx_add_errors(&cfg->clusters[0], 0, 2);
 	cfg_free(cfg);
 	/* The new one is good: the next attach keeps it. */
 	cfg = attach1(f->state, "db", hosts_ab, 2, true);
@@ -1203,7 +1195,7 @@ static int make_valid_state(struct fixture *f, char *path, size_t len)
 {
 	struct rlb_config *cfg = attach1(f->state, "db", hosts_ab, 2, true);
 
-	add_errors(&cfg->clusters[0], 0, 9);
+	fx_add_errors(&cfg->clusters[0], 0, 9);
 	rlb_health_rr_next(&cfg->clusters[0]);
 	cfg_free(cfg);
 	snprintf(path, len, "%s/db.state", f->state);
@@ -1376,7 +1368,7 @@ static void test_health_name_file_of_other_cluster_set_aside(void **state)
 	struct rlb_config *cfg;
 
 	cfg = attach1(f->state, "other", hosts_ab, 2, true);
-	add_errors(&cfg->clusters[0], 0, 4);
+	fx_add_errors(&cfg->clusters[0], 0, 4);
 	snprintf(other, sizeof(other), "%s/other.state", f->state);
 	snprintf(path, sizeof(path), "%s/db.state", f->state);
 	assert_int_equal(link(other, path), 0); /* cp would do the same */
@@ -1406,7 +1398,7 @@ static void test_health_name_file_of_version_1_read(void **state)
 	uint64_t token;
 	int id;
 
-	add_errors(&cfg->clusters[0], 1, 3);
+	fx_add_errors(&cfg->clusters[0], 1, 3);
 	cfg_free(cfg);
 	snprintf(path, sizeof(path), "%s/db.state", f->state);
 	id = named_segment(path, &token);
@@ -1444,7 +1436,7 @@ static int ns_child(const char *dir, atomic_int *turn, int me, int rounds)
 		if (!cfg)
 			cfg = attach1(dir, "db", hosts_ab, 2, false);
 		test_clock_advance(1100);
-		add_errors(&cfg->clusters[0], 0, 1);
+		fx_add_errors(&cfg->clusters[0], 0, 1);
 		atomic_fetch_add(turn, 1);
 	}
 	log = capture_end(&cap);
@@ -1500,22 +1492,22 @@ static void test_health_name_file_damaged_while_in_use(void **state)
 	int id = db_segment(f), fd;
 
 	snprintf(path, sizeof(path), "%s/db.state", f->state);
-	add_errors(c, 0, 3);
+	fx_add_errors(c, 0, 3);
 	/* Emptied, cut, removed: the segment is named again, counts kept. */
 	fd = open(path, O_RDONLY);
 	assert_int_equal(read(fd, copy, sizeof(copy)) > 0, 1);
 	close(fd);
 	assert_int_equal(truncate(path, 0), 0);
 	sleep_follow();
-	add_errors(c, 0, 1);
+	fx_add_errors(c, 0, 1);
 	assert_int_equal(named_segment(path, NULL), id);
 	assert_int_equal(truncate(path, 20), 0);
 	sleep_follow();
-	add_errors(c, 0, 1);
+	fx_add_errors(c, 0, 1);
 	assert_int_equal(named_segment(path, NULL), id);
 	assert_int_equal(unlink(path), 0);
 	sleep_follow();
-	add_errors(c, 0, 1);
+	fx_add_errors(c, 0, 1);
 	assert_int_equal(named_segment(path, NULL), id);
 	assert_int_equal(rlb_health_errors(c, 0, 0, false), 6);
 	assert_false(segment_removed(id));
@@ -1530,17 +1522,17 @@ static void test_health_segment_removed_while_in_use(void **state)
 	struct rlb_cluster *c = &cfg->clusters[0];
 	int id = db_segment(f), id2;
 
-	add_errors(c, 1, 5);
+	fx_add_errors(c, 1, 5);
 	rlb_health_rr_next(c);
 	/* ipcrm -m: both processes move to a new segment with the counts. */
 	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
 	sleep_follow();
-	add_errors(c, 1, 1);
+	fx_add_errors(c, 1, 1);
 	id2 = db_segment(f);
 	assert_true(id2 >= 0);
 	assert_int_not_equal(id2, id);
 	assert_int_equal(rlb_health_errors(c, 1, 0, true), 6);
-	add_errors(&other->clusters[0], 1, 1);
+	fx_add_errors(&other->clusters[0], 1, 1);
 	assert_int_equal(db_segment(f), id2);
 	assert_int_equal(rlb_health_errors(c, 1, 0, false), 7);
 	cfg_free(cfg);
@@ -1557,14 +1549,14 @@ static void test_health_name_file_replaced_while_in_use(void **state)
 
 	snprintf(path, sizeof(path), "%s/db.state", f->state);
 	snprintf(backup, sizeof(backup), "%s/backup", f->tmp);
-	add_errors(c, 0, 2);
+	fx_add_errors(c, 0, 2);
 	/* A backup of another time, restored by cp, names a new segment. */
 	assert_int_equal(rename(path, backup), 0);
 	cfg_free(attach1(f->state, "db", hosts_ab, 2, true));
 	id2 = db_segment(f);
 	assert_int_not_equal(id2, id);
 	sleep_follow();
-	add_errors(c, 0, 1);
+	fx_add_errors(c, 0, 1);
 	/* Followed, with what was counted in the old one. */
 	assert_int_equal(rlb_health_errors(c, 0, 0, false), 3);
 	assert_true(segment_removed(id));
@@ -1582,7 +1574,7 @@ static void test_health_successor_removed_before_followed(void **state)
 	struct rlb_cluster *a = &c1->clusters[0];
 	int id1 = db_segment(f), id2;
 
-	add_errors(a, 0, 3);
+	fx_add_errors(a, 0, 3);
 	attach_now(c2, false);
 	id2 = db_segment(f);
 	assert_int_not_equal(id1, id2);
@@ -1590,13 +1582,13 @@ static void test_health_successor_removed_before_followed(void **state)
 	cfg_free(c2);
 	assert_int_equal(shmctl(id2, IPC_RMID, NULL), 0);
 	assert_true(segment_removed(id2));
-	add_errors(a, 0, 1);
-	add_errors(a, 0, 1);
+	fx_add_errors(a, 0, 1);
+	fx_add_errors(a, 0, 1);
 	/* Still counting where it is (the 3 had moved with the successor). */
 	assert_int_equal(rlb_health_errors(a, 0, 0, false), 2);
 	/* Once the name file is read again, a new segment, counts kept. */
 	sleep_follow();
-	add_errors(a, 0, 1);
+	fx_add_errors(a, 0, 1);
 	assert_int_equal(rlb_health_errors(a, 0, 0, false), 3);
 	assert_true(db_segment(f) >= 0);
 	assert_int_not_equal(db_segment(f), id2);
@@ -1698,7 +1690,7 @@ static void test_health_remove_state(void **state)
 	assert_int_equal(shmctl(id_old, IPC_STAT, &ds), 0);
 	assert_true(ds.shm_perm.mode & SHM_DEST);
 	assert_int_equal(count_prefix(f->state, ""), 3); /* ., .., db */
-	add_errors(&keep->clusters[0], 0, 1);
+	fx_add_errors(&keep->clusters[0], 0, 1);
 	assert_int_equal(rlb_health_remove_state(both, false, NULL), 0);
 	/* --all: db's too; the program still using it makes a new one. */
 	assert_int_equal(rlb_health_remove_state(both, true, NULL), 2);
@@ -1718,7 +1710,7 @@ static int made_in(const char *dir)
 	struct rlb_config *cfg = attach1(dir, "db", hosts_ab, 2, false);
 	char path[512];
 
-	add_errors(&cfg->clusters[0], 0, 1);
+	fx_add_errors(&cfg->clusters[0], 0, 1);
 	cfg_free(cfg);
 	snprintf(path, sizeof(path), "%s/db.state", dir);
 	return named_segment(path, NULL);
@@ -1862,7 +1854,7 @@ static int child_start(const char *dir, atomic_int *gate, int adds)
 	rlb_health_attach_all(cfg, RLB_STATE_COUNT, false);
 	gate_wait(gate);
 	for (int i = 0; i < adds; i++)
-		add_errors(&cfg->clusters[0], 0, 1);
+		fx_add_errors(&cfg->clusters[0], 0, 1);
 	if (is_private(cfg))
 		rc = 2;
 	cfg_free(cfg);
@@ -1986,7 +1978,7 @@ static int limit_child(const char *dir)
 		cfg[i] = attach1(dir, name, hosts_ab, 2, false);
 		shared += !is_private(cfg[i]);
 		memfds += memfd_named(path, NULL, NULL);
-		add_errors(&cfg[i]->clusters[0], 0, 1);
+		fx_add_errors(&cfg[i]->clusters[0], 0, 1);
 		if (rlb_health_errors(&cfg[i]->clusters[0], 0, 0, false) != 1)
 			rc = 3;
 	}
@@ -2178,7 +2170,7 @@ static void test_health_saved_counts_refuse_damage(void **state)
 	cfg = attach1(f->state, "db", hosts_ab, 2, false);
 	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 0, 0, false), 9);
 	assert_int_equal(access(saved, F_OK), -1); /* nothing changed yet */
-	add_errors(&cfg->clusters[0], 0, 1);
+	fx_add_errors(&cfg->clusters[0], 0, 1);
 	cfg_free(cfg);
 	close(fd);
 	fd = open(saved, O_RDONLY);
@@ -2299,7 +2291,7 @@ static uint64_t errors0(struct rlb_config *cfg)
 static int victim_adds(struct victims *v, struct rlb_config *cfg)
 {
 	for (int i = 0; i < VICTIM_ADDS; i++)
-		add_errors(&cfg->clusters[0], 0, 1);
+		fx_add_errors(&cfg->clusters[0], 0, 1);
 	atomic_fetch_add(&v->done, 1);
 	while (atomic_load(&v->done) < 2 && !atomic_load(&v->line))
 		sched_yield();
@@ -2316,7 +2308,7 @@ static int victim_first(const char *dir, struct victims *v)
 	if (victim_attach(dir, v, true, &cfg, path, sizeof(path), NULL, NULL) !=
 	    0)
 		return 1;
-	add_errors(&cfg->clusters[0], 0, 5);
+	fx_add_errors(&cfg->clusters[0], 0, 5);
 	atomic_store(&v->step, 1);
 	step_wait(v, 2);
 	VCHECK(v, victim_adds(v, cfg) == 0);
@@ -2360,7 +2352,7 @@ static int victim_second(const char *dir, struct victims *v)
 	child = fork();
 	VCHECK(v, child >= 0);
 	if (child == 0) {
-		add_errors(&cfg->clusters[0], 1, 3);
+		fx_add_errors(&cfg->clusters[0], 1, 3);
 		_exit(0);
 	}
 	VCHECK(v, waitpid(child, &status, 0) == child && status == 0);
@@ -2370,7 +2362,7 @@ static int victim_second(const char *dir, struct victims *v)
 	/* The holder gone: the next look at the name file names us. */
 	step_wait(v, 4);
 	test_clock_advance(1100);
-	add_errors(&cfg->clusters[0], 0, 1);
+	fx_add_errors(&cfg->clusters[0], 0, 1);
 	VCHECK(v, memfd_named(path, &pid, NULL) && pid == getpid());
 	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 1);
 	atomic_store(&v->step, 5);
@@ -2380,7 +2372,7 @@ static int victim_second(const char *dir, struct victims *v)
 	/* Ids free again: within a minute, back in a segment. */
 	step_wait(v, 7);
 	test_clock_advance(61000);
-	add_errors(&cfg->clusters[0], 0, 1);
+	fx_add_errors(&cfg->clusters[0], 0, 1);
 	VCHECK(v, named_segment(path, NULL) >= 0);
 	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 3);
 	VCHECK(v, rlb_health_errors(&cfg->clusters[0], 1, 0, false) == 3);
@@ -2399,7 +2391,7 @@ static int victim_third(const char *dir, struct victims *v)
 		return 1;
 	VCHECK(v, errors0(cfg) == 5 + 2 * VICTIM_ADDS + 1);
 	VCHECK(v, rlb_health_errors(&cfg->clusters[0], 1, 0, false) == 3);
-	add_errors(&cfg->clusters[0], 0, 1);
+	fx_add_errors(&cfg->clusters[0], 0, 1);
 	cfg_free(cfg);
 	/* And a look (replicalbctl status) sees it all, read-only. */
 	cfg = cfg_new(dir, "db", hosts_ab, 2);
@@ -2532,7 +2524,7 @@ static int saved_step(const char *dir, struct victims *v, int step, uint64_t e0,
 	VCHECK(v, rlb_health_rr_peek(c) == rr);
 	switch (step) {
 	case 0: /* errors, slowdowns, three turns */
-		add_errors(c, 0, 5);
+		fx_add_errors(c, 0, 5);
 		rlb_health_add_slowdowns(c, 1, 2, rlb_health_decay_time(c));
 		for (int i = 0; i < 3; i++)
 			rlb_health_rr_next(c);
@@ -2541,7 +2533,7 @@ static int saved_step(const char *dir, struct victims *v, int step, uint64_t e0,
 		rlb_health_reset(c, 0);
 		break;
 	case 2: /* errors again, for the move back to a segment */
-		add_errors(c, 0, 4);
+		fx_add_errors(c, 0, 4);
 		break;
 	}
 	/* What the library does at exit (and replicalbctl after a command). */
@@ -2628,7 +2620,7 @@ static void check_private(struct fixture *f, const char *dir,
 	assert_non_null(strstr(log, "private"));
 	assert_non_null(strstr(log, expect_in_log));
 	free(log);
-	add_errors(&cfg->clusters[0], 1, 3);
+	fx_add_errors(&cfg->clusters[0], 1, 3);
 	rlb_health_decay(&cfg->clusters[0], 1000);
 	assert_int_equal(rlb_health_errors(&cfg->clusters[0], 1, 0, false), 3);
 	assert_int_equal(rlb_health_decay_time(&cfg->clusters[0]), 1000);
@@ -2636,7 +2628,7 @@ static void check_private(struct fixture *f, const char *dir,
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		add_errors(&cfg->clusters[0], 1, 4);
+		fx_add_errors(&cfg->clusters[0], 1, 4);
 		_exit(0);
 	}
 	wait_children(&pid, 1);
@@ -2827,7 +2819,7 @@ static int squat_child(void)
 	cfg = attach1(NULL, "db", hosts_ab, 2, false);
 	if (strcmp(file_of(cfg), expect) != 0)
 		return 6;
-	add_errors(&cfg->clusters[0], 1, 3);
+	fx_add_errors(&cfg->clusters[0], 1, 3);
 	/* A reload, and another program: the same file, no new warning. */
 	again = attach1(NULL, "db", hosts_ab, 2, true);
 	if (strcmp(file_of(again), expect) != 0 ||
@@ -2960,7 +2952,7 @@ static void test_health_readonly_reads_and_writes_nothing(void **state)
 	char *segbefore, *segafter;
 	int seg;
 
-	add_errors(w, 0, 5);
+	fx_add_errors(w, 0, 5);
 	rlb_health_add_slowdowns(w, 1, 2, 0);
 	rlb_health_decay(w, 1000);
 	rlb_health_rr_next(w);
@@ -3016,7 +3008,7 @@ static void test_health_readonly_reads_and_writes_nothing(void **state)
 	free(segbefore);
 
 	/* What the library writes meanwhile shows. */
-	add_errors(w, 1, 3);
+	fx_add_errors(w, 1, 3);
 	assert_int_equal(rlb_health_errors(c, 1, 1000, true), 3);
 	cfg_free(ro);
 	/* The library's own attach sees its counts, and its turn. */
@@ -3084,7 +3076,7 @@ static void test_health_unattached_is_harmless(void **state)
 
 	c.nreplicas = 0;
 	rlb_health_decay(&c, 1000);
-	add_errors(&c, 0, 1);
+	fx_add_errors(&c, 0, 1);
 	rlb_health_reset(&c, SIZE_MAX);
 	assert_int_equal(rlb_health_errors(&c, 0, 0, true), 0);
 	assert_int_equal(rlb_health_rr_next(&c), 0);
@@ -3127,7 +3119,7 @@ static void test_health_turn_takes_turns_charges_nothing(void **state)
 	struct rlb_config *turn = cfg_new(f->state, "db", hosts_ab, 2);
 	struct rlb_cluster *w = &cnt->clusters[0], *c;
 
-	add_errors(w, 0, 5);
+	fx_add_errors(w, 0, 5);
 	rlb_health_rr_next(w);
 	rlb_health_attach_all(turn, RLB_STATE_TURN, true);
 	c = &turn->clusters[0];
@@ -3139,7 +3131,7 @@ static void test_health_turn_takes_turns_charges_nothing(void **state)
 	assert_int_equal(rlb_health_rr_next(c), 2);
 	assert_int_equal(rlb_health_rr_peek(w), 3);
 	/* Charges are not. */
-	add_errors(c, 1, 3);
+	fx_add_errors(c, 1, 3);
 	rlb_health_add_slowdowns(c, 1, 2, rlb_health_decay_time(c));
 	rlb_health_reset(c, 0);
 	rlb_health_count_connect(c, 1, true);

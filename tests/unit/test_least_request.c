@@ -31,11 +31,6 @@ static struct fx *lr_cluster(size_t n, const char *settings)
 	return fx_cluster("least_request", n, NULL, settings);
 }
 
-static void add_errors(struct rlb_cluster *c, size_t i, uint64_t n)
-{
-	rlb_health_add_errors(c, i, n, rlb_health_decay_time(c));
-}
-
 static void select_load(struct fx *f, const uint64_t *in_flight)
 {
 	rlb_select_load(f->c, false, NOW, in_flight, f->sel);
@@ -178,9 +173,9 @@ static void test_least_request_errors_first(void **state)
 	static const uint32_t want[] = {3, 2, 0, 1, 4};
 	struct fx *f = lr_cluster(5, CHOICES(5));
 
-	add_errors(f->c, 0, 1);
-	add_errors(f->c, 1, 1);
-	add_errors(f->c, 4, 2);
+	fx_add_errors(f->c, 0, 1);
+	fx_add_errors(f->c, 1, 1);
+	fx_add_errors(f->c, 4, 2);
 	check_always(f, in_flight, want, 200);
 	fx_free(f);
 }
@@ -200,7 +195,7 @@ static void test_least_request_choices_from_best_class(void **state)
 	};
 	struct fx *f = fx_new(&spec);
 
-	add_errors(f->c, 0, 1); /* ignored */
+	fx_add_errors(f->c, 0, 1); /* ignored */
 	check_always(f, in_flight, (const uint32_t[]){2, 0, 1}, 200);
 	fx_free(f);
 }
@@ -250,8 +245,8 @@ static void test_least_request_rest_by_load_then_random(void **state)
 	struct fx *f = lr_cluster(5, CHOICES(1));
 	int zero_before_one = 0;
 
-	add_errors(f->c, 3, 1);
-	add_errors(f->c, 4, 1);
+	fx_add_errors(f->c, 3, 1);
+	fx_add_errors(f->c, 4, 1);
 	for (int r = 0; r < RUNS; r++) {
 		const uint32_t *o = f->sel->order;
 

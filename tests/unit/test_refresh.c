@@ -22,6 +22,7 @@
 
 #include "preload/preload.h"
 #include "clock.h"
+#include "fixture.h"
 #include "tests/unit/dnswire.h"
 
 static char tmpdir[] = "/tmp/rlb-test-refresh-XXXXXX";
@@ -160,13 +161,8 @@ static void wait_held(void)
 /* The config with web.cluster asking srv (SRV, or another name). */
 static void write_config_srv(const char *extra, const char *srv)
 {
-	char tmp[300];
-	FILE *f;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	f = fopen(tmp, "w");
-	assert_non_null(f);
-	fprintf(f,
+	fx_write_file(
+		path,
 		"%sclusters = ( { name = \"web.cluster\"; srv = \"%s\";\n"
 		"  dns_refresh_floor_ms = 30000; dns_cache_ttl = 0;\n"
 		"  distributed_replica_error_half_life = 86400;\n"
@@ -174,8 +170,6 @@ static void write_config_srv(const char *extra, const char *srv)
 		"  { name = \"down.cluster\"; srv = \"_down._tcp.rlb.test\"; } "
 		");\n",
 		extra, srv);
-	assert_int_equal(fclose(f), 0);
-	assert_int_equal(rename(tmp, path), 0);
 }
 
 static void write_config(const char *extra)

@@ -19,6 +19,7 @@
 
 #include "preload/preload.h"
 #include "clock.h"
+#include "fixture.h"
 
 static char tmpdir[] = "/tmp/rlb-test-runtime-XXXXXX";
 static char path[256];
@@ -28,20 +29,11 @@ static int saved_stderr = -1;
 
 static void write_config(const char *policy, const char *extra)
 {
-	char tmp[300];
-	FILE *f;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	f = fopen(tmp, "w");
-	assert_non_null(f);
-	fprintf(f,
-		"load_balancing = \"%s\";\n%s"
-		"clusters = ( { name = \"rt.cluster\";\n"
-		"  replicas = ( \"127.0.0.2\", \"127.0.0.3\" ); } );\n",
-		policy, extra);
-	assert_int_equal(fclose(f), 0);
-	/* A rename, as editors and config managers do. */
-	assert_int_equal(rename(tmp, path), 0);
+	fx_write_file(path,
+		      "load_balancing = \"%s\";\n%s"
+		      "clusters = ( { name = \"rt.cluster\";\n"
+		      "  replicas = ( \"127.0.0.2\", \"127.0.0.3\" ); } );\n",
+		      policy, extra);
 }
 
 /* What the library wrote to stderr since the last call. */
