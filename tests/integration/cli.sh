@@ -652,7 +652,7 @@ failed=$((failed + 3 - n))
 # env: the one table of environment variables, and the docs that list it.
 run ctl env
 table=$(awk '{ print $1 }' <<<"$out" | sort | tr '\n' ' ')
-doc=$(sed -n '/^### §2.6 Environment/,/^### §2.7/p' "$top_srcdir/docs/design.md" |
+doc=$(sed -n '/^### §2.6 Environment/,/^### §2.7/p' "$top_srcdir/docs/contract.md" |
 	sed -n 's/^| `\([A-Z_]*\)` |.*/\1/p' | sort | tr '\n' ' ')
 check "env: lists the variables, exit 0" test "$rc" = 0 -a -n "$table"
 check "env: design.md §2.6 lists exactly the table's variables" \
