@@ -29,8 +29,8 @@ static const struct rlb_track_ops *_Atomic ops;
 
 /*
  * What tells a slowdown (design.md §5.2): attempts the program gave up
- * young without their outcome (`dropped`), kept for one bound, and the
- * attempts seen to connect (`won`), the latest few.
+ * young without their outcome (`dropped`), kept for one bound, under
+ * moves_lock, and the attempts seen to connect (`won`), the latest few.
  */
 #define MOVES_MAX 8
 static struct dropped {
@@ -38,13 +38,25 @@ static struct dropped {
 	int64_t at_ms; /* monotonic; 0: free */
 	int64_t timeout_ms;
 } dropped[MOVES_MAX];
-static struct won {
-	struct dest d;
-	int64_t start_ms; /* when its attempt started */
-	int64_t at_ms;	  /* when it was seen connected; 0: free */
-} won[MOVES_MAX];
 static pthread_mutex_t moves_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint ndropped, nwon;
+static atomic_uint ndropped;
+/*
+ * `won` is written by every connect of the process that establishes, so
+ * it takes no lock: a lock there serialised all of them, and threads
+ * outnumbering the cores stalled for a time slice behind a holder that
+ * was preempted (issue 21: 8 threads connecting and closing on 2 cores).
+ * A ring, written in turn (the oldest entry goes, as before), each entry
+ * a seqlock: seq is odd while it is written, and a reader takes an entry
+ * only when seq was even and the same before and after its read.
+ */
+#define WON_WORDS ((sizeof(struct dest) + 7) / 8)
+static struct won {
+	_Atomic uint32_t seq;
+	_Atomic int64_t start_ms; /* when its attempt started */
+	_Atomic int64_t at_ms;	  /* when it was seen connected; 0: free */
+	_Atomic uint64_t d[WON_WORDS];
+} won[MOVES_MAX];
+static atomic_uint won_next; /* entries written (the next one's turn) */
 /* The process the tables belong to: a vfork child, which shares them,
  * must not take its parent's entries. */
 static _Atomic pid_t owner_pid;
@@ -79,7 +91,7 @@ void rlb_track_after_fork_child(void)
 	memset(dropped, 0, sizeof(dropped));
 	memset(won, 0, sizeof(won));
 	atomic_store(&ndropped, 0);
-	atomic_store(&nwon, 0);
+	atomic_store(&won_next, 0);
 	atomic_store(&owner_pid, rlb_libc()->getpid());
 }
 
@@ -308,18 +320,44 @@ void rlb_pending_restore_syncnt(int fd, const struct pending_connect *p)
 /* An attempt that connected: the evidence that another was abandoned. */
 void rlb_pending_note_won(const struct dest *d, int64_t start_ms)
 {
-	size_t victim = 0;
+	struct won *w = &won[atomic_fetch_add(&won_next, 1) % MOVES_MAX];
+	uint32_t seq = atomic_load_explicit(&w->seq, memory_order_relaxed);
+	uint64_t words[WON_WORDS] = {0};
 
-	pthread_mutex_lock(&moves_lock);
-	for (size_t k = 0; k < MOVES_MAX; k++)
-		if (won[k].at_ms < won[victim].at_ms)
-			victim = k;
-	if (won[victim].at_ms == 0)
-		atomic_fetch_add(&nwon, 1);
-	won[victim].d = *d;
-	won[victim].start_ms = start_ms;
-	won[victim].at_ms = rlb_monotonic_ms();
-	pthread_mutex_unlock(&moves_lock);
+	/* Taken by a writer whose turn came MOVES_MAX notes ago: its note
+	 * is as recent as this one, which is dropped. */
+	if ((seq & 1) || !atomic_compare_exchange_strong_explicit(
+				 &w->seq, &seq, seq + 1, memory_order_relaxed,
+				 memory_order_relaxed))
+		return;
+	atomic_thread_fence(memory_order_release);
+	memcpy(words, d, sizeof(*d));
+	for (size_t k = 0; k < WON_WORDS; k++)
+		atomic_store_explicit(&w->d[k], words[k], memory_order_relaxed);
+	atomic_store_explicit(&w->start_ms, start_ms, memory_order_relaxed);
+	atomic_store_explicit(&w->at_ms, rlb_monotonic_ms(),
+			      memory_order_relaxed);
+	atomic_store_explicit(&w->seq, seq + 2, memory_order_release);
+}
+
+/* Entry w as written whole, or false (free, or being written). */
+static bool won_load(struct won *w, struct dest *d, int64_t *start_ms)
+{
+	uint32_t seq = atomic_load_explicit(&w->seq, memory_order_acquire);
+	uint64_t words[WON_WORDS];
+	int64_t at;
+
+	if (seq & 1)
+		return false;
+	for (size_t k = 0; k < WON_WORDS; k++)
+		words[k] = atomic_load_explicit(&w->d[k], memory_order_relaxed);
+	*start_ms = atomic_load_explicit(&w->start_ms, memory_order_relaxed);
+	at = atomic_load_explicit(&w->at_ms, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&w->seq, memory_order_relaxed) != seq || !at)
+		return false;
+	memcpy(d, words, sizeof(*d));
+	return true;
 }
 
 /*
@@ -332,14 +370,15 @@ static bool won_since(const struct pending_connect *p, int fd)
 {
 	bool found = false;
 
-	if (atomic_load_explicit(&nwon, memory_order_relaxed)) {
-		pthread_mutex_lock(&moves_lock);
-		for (size_t k = 0; k < MOVES_MAX && !found; k++)
-			found = won[k].at_ms &&
-				won[k].start_ms >= p->start_ms &&
-				rlb_addr_other_replica_of(&won[k].d, &p->d);
-		pthread_mutex_unlock(&moves_lock);
-	}
+	if (atomic_load_explicit(&won_next, memory_order_relaxed))
+		for (size_t k = 0; k < MOVES_MAX && !found; k++) {
+			struct dest d;
+			int64_t start_ms;
+
+			found = won_load(&won[k], &d, &start_ms) &&
+				start_ms >= p->start_ms &&
+				rlb_addr_other_replica_of(&d, &p->d);
+		}
 	for (size_t k = 0; k < RECENT_MAX && !found; k++) {
 		int v = atomic_load_explicit(&recent[k], memory_order_relaxed);
 		struct pending_connect q;

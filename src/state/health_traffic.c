@@ -61,10 +61,10 @@ static uint64_t proc_start(pid_t pid)
 	return start ? start : 1;
 }
 
-/* This process's owner word (computed again in a forked child). */
-static uint64_t owner_word(void)
+/* The owner word of this process, whose pid the caller has just asked
+ * (computed again in a forked child). */
+static uint64_t owner_word_of(pid_t pid)
 {
-	pid_t pid = rlb_libc()->getpid();
 	uint64_t start;
 
 	if (atomic_load_explicit(&me_pid, memory_order_acquire) == pid)
@@ -88,6 +88,12 @@ static uint64_t owner_word(void)
 	}
 	atomic_store_explicit(&me_pid, pid, memory_order_release);
 	return atomic_load(&me_owner);
+}
+
+/* This process's owner word. */
+static uint64_t owner_word(void)
+{
+	return owner_word_of(rlb_libc()->getpid());
 }
 
 /*
@@ -297,8 +303,8 @@ static int row_claim(struct store *s, uint64_t o, uint64_t image)
  */
 static int row_of(struct store *s)
 {
-	uint64_t o = owner_word();
-	pid_t pid = rlb_libc()->getpid();
+	pid_t pid = rlb_libc()->getpid(); /* one system call for both uses */
+	uint64_t o = owner_word_of(pid);
 	struct health_row *rows;
 	uint64_t image;
 	int mine = -1;
