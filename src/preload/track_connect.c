@@ -206,6 +206,23 @@ bool rlb_connect_sees_eintr(void)
  * returns -1 with EINPROGRESS, still pending, nothing counted: the hedge
  * takes over (design.md §5.10).
  */
+/* The attempt p on fd stays pending after its blocking call returns: from
+ * now on the sweep looks at it (the program waits by itself). */
+static void leave_call(int fd, struct pending_connect *p)
+{
+	struct fd_slot *s = rlb_pending_slot(fd);
+	struct pending_connect now;
+
+	if (!p->in_call)
+		return;
+	p->in_call = 0;
+	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
+		return;
+	rlb_pending_load(s, &now);
+	if (now.ino == p->ino && now.start_ms == p->start_ms)
+		rlb_pending_update(fd, p);
+}
+
 int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct dest *d, const struct conn_policy *pol,
 			bool blocking, const struct pending_connect *prev,
@@ -221,11 +238,14 @@ int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 
 	if (prev) {
 		/* The attempt under way: its start, bound and the
-		 * program's own TCP_SYNCNT stay. */
+		 * program's own TCP_SYNCNT stay. Left to the sweep, as
+		 * before this call (after a longjmp: from now on). */
 		p = *prev;
+		leave_call(fd, &p);
 	} else {
 		p.ino = rlb_pending_ino(fd);
 		p.start_ms = rlb_monotonic_ms();
+		p.in_call = 1;
 		if (bounded && !blocking)
 			lower_syncnt(fd, &p);
 		/* Pending from the start: a longjmp out of a blocking
@@ -253,6 +273,7 @@ int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			/* Under way, or (non-blocking) failed at once. */
 			if (err == EINPROGRESS || err == EALREADY ||
 			    err == EINTR) {
+				leave_call(fd, &p);
 				errno = err;
 				return rc;
 			}
@@ -265,7 +286,10 @@ int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 				continue; /* as the kernel's restart */
 			if (bounded) {
 				lower_syncnt(fd, &p);
+				p.in_call = 0;
 				rlb_pending_update(fd, &p);
+			} else {
+				leave_call(fd, &p);
 			}
 			errno = EINTR;
 			return -1;
@@ -274,6 +298,7 @@ int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		    pause_at > 0 &&
 		    rlb_monotonic_ms() < p.start_ms + p.timeout_ms) {
 			/* The pause, not the bound: still pending. */
+			leave_call(fd, &p);
 			errno = EINPROGRESS;
 			return -1;
 		}

@@ -46,10 +46,21 @@ struct pending_connect {
 	int64_t start_ms;   /* monotonic start of the attempt */
 	int64_t timeout_ms; /* its bound */
 	int32_t syncnt;	    /* the program's TCP_SYNCNT, 0: not changed */
-	uint32_t moved;	    /* failover moved it off the program's address */
+	uint16_t moved;	    /* failover moved it off the program's address */
+	/* The thread that started the attempt is still inside our
+	 * connect() and takes the entry itself when the real call returns:
+	 * a sweep leaves it alone while it is young (IN_CALL_GRACE_MS past
+	 * its bound), so that threads connecting at once do not look at
+	 * each other's sockets (two system calls each; issue 21). */
+	uint16_t in_call;
 };
 
 #define PENDING_WORDS ((sizeof(struct pending_connect) + 7) / 8)
+/* How long past its bound an attempt still marked in_call is left to its
+ * own thread by the sweep: after that (a longjmp out of the call, a
+ * thread cancelled in it, a connect with no bound that waits) it is swept
+ * as any other. */
+#define IN_CALL_GRACE_MS 1000
 
 /*
  * The ledger's row of one descriptor number (64 bytes, one cache line:

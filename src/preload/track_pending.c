@@ -505,6 +505,8 @@ void rlb_pending_done(int fd, const struct pending_connect *mine)
 void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 		       bool at_exit)
 {
+	int64_t now_ms = 0;
+
 	for (size_t k = 0; k < RECENT_MAX; k++) {
 		int v = atomic_load_explicit(&recent[k], memory_order_relaxed);
 		struct pending_connect p;
@@ -517,6 +519,14 @@ void rlb_pending_sweep(int fd, const struct rlb_owner *owners, size_t n,
 						 memory_order_acquire)))
 			continue;
 		rlb_pending_load(s, &p);
+		if (p.in_call && !at_exit && v - 1 != fd) {
+			/* Its thread is in connect() and judges it itself. */
+			if (!now_ms)
+				now_ms = rlb_monotonic_ms();
+			if (now_ms - p.start_ms <
+			    p.timeout_ms + IN_CALL_GRACE_MS)
+				continue;
+		}
 		gone = !rlb_pending_is(v - 1, p.ino);
 		if (v - 1 == fd && !gone)
 			continue; /* the socket being connected now */

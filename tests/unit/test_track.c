@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -416,6 +418,75 @@ static void test_track_sweep_during_connect_keeps_attempt(void **state)
 	assert_int_equal(errors(R_BLACKHOLE), 1);
 }
 
+/*
+ * Threads connecting at once: a sweep leaves alone the attempt another
+ * thread is still inside connect() for, without a system call on its
+ * socket (issue 21), and looks at it again once it is IN_CALL_GRACE_MS
+ * past its bound (a longjmp out of the call, a thread cancelled in it):
+ * closed behind our back meanwhile, it counts its timeout then.
+ */
+static int statx_calls;
+static int (*real_statx)(int, const char *, int, unsigned, struct statx *);
+
+static int statx_counts(int fd, const char *path, int flags, unsigned mask,
+			struct statx *st)
+{
+	statx_calls++;
+	return real_statx(fd, path, flags, mask, st);
+}
+
+static void test_track_sweep_leaves_attempt_in_call(void **state)
+{
+	struct sockaddr_in sin = loopback(port_full);
+	struct pending_connect p = {.timeout_ms = TIMEOUT_MS, .in_call = 1};
+	int fd = tcp_socket(true);
+	struct fd_slot *s = rlb_pending_slot(fd);
+
+	assert_non_null(s);
+	assert_true(rlb_addr_to_dest((void *)&sin, sizeof(sin), &p.d));
+	p.ino = rlb_pending_ino(fd);
+	p.start_ms = rlb_monotonic_ms();
+	rlb_pending_set(fd, &p);
+	assert_int_equal(rlb_libc()->connect(fd, (void *)&sin, sizeof(sin)),
+			 -1);
+	real_statx = rlb_libc()->statx;
+	rlb_libc()->statx = statx_counts;
+	statx_calls = 0;
+	rlb_track_sweep();
+	assert_int_equal(statx_calls, 0);
+	assert_int_not_equal(atomic_load(&s->pending), 0);
+	/* Its thread longjmp()s out and the socket goes by a raw close. */
+	syscall(SYS_close, fd);
+	test_clock_advance(TIMEOUT_MS + IN_CALL_GRACE_MS - 50);
+	rlb_track_sweep();
+	assert_int_equal(statx_calls, 0);
+	assert_int_equal(errors(R_BLACKHOLE), 0);
+	test_clock_advance(100);
+	rlb_track_sweep();
+	rlb_libc()->statx = real_statx;
+	assert_int_equal(statx_calls, 1);
+	assert_int_equal(atomic_load(&s->pending), 0);
+	assert_int_equal(errors(R_BLACKHOLE), 1);
+}
+
+/* A non-blocking connect returns with its attempt under way: from then on
+ * the program waits by itself, and the sweep looks at it. */
+static void test_track_nonblocking_attempt_left_to_sweep(void **state)
+{
+	int fd = tcp_socket(true);
+	struct fd_slot *s = rlb_pending_slot(fd);
+	struct pending_connect p;
+
+	assert_int_equal(track_connect(fd, port_full), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	assert_non_null(s);
+	assert_int_not_equal(atomic_load(&s->pending), 0);
+	rlb_pending_load(s, &p);
+	assert_int_equal(p.in_call, 0);
+	assert_true(p.ino != 0);
+	rlb_track_close(fd);
+}
+
 static void test_track_blocking_sndtimeo_counts(void **state)
 {
 	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
@@ -753,6 +824,10 @@ int main(void)
 				       handout),
 		cmocka_unit_test_setup(
 			test_track_sweep_during_connect_keeps_attempt, handout),
+		cmocka_unit_test_setup(test_track_sweep_leaves_attempt_in_call,
+				       handout),
+		cmocka_unit_test_setup(
+			test_track_nonblocking_attempt_left_to_sweep, handout),
 		cmocka_unit_test_setup(test_track_blocking_sndtimeo_counts,
 				       handout),
 		cmocka_unit_test_setup(test_track_v4_mapped_counts_as_v4,
