@@ -187,6 +187,23 @@ bool rlb_connect_sees_eintr(void)
 	return false;
 }
 
+/* The attempt p on fd stays pending after its blocking call returns: from
+ * now on the sweep looks at it (the program waits by itself). */
+static void leave_call(int fd, struct pending_connect *p)
+{
+	struct fd_slot *s = rlb_pending_slot(fd);
+	struct pending_connect now;
+
+	if (!p->in_call)
+		return;
+	p->in_call = 0;
+	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
+		return;
+	rlb_pending_load(s, &now);
+	if (now.ino == p->ino && now.start_ms == p->start_ms)
+		rlb_pending_update(fd, p);
+}
+
 /*
  * One bounded attempt to connect fd to replica address d (design.md
  * §5.3), or (prev) the same attempt asked about again by a repeated
@@ -206,23 +223,6 @@ bool rlb_connect_sees_eintr(void)
  * returns -1 with EINPROGRESS, still pending, nothing counted: the hedge
  * takes over (design.md §5.10).
  */
-/* The attempt p on fd stays pending after its blocking call returns: from
- * now on the sweep looks at it (the program waits by itself). */
-static void leave_call(int fd, struct pending_connect *p)
-{
-	struct fd_slot *s = rlb_pending_slot(fd);
-	struct pending_connect now;
-
-	if (!p->in_call)
-		return;
-	p->in_call = 0;
-	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
-		return;
-	rlb_pending_load(s, &now);
-	if (now.ino == p->ino && now.start_ms == p->start_ms)
-		rlb_pending_update(fd, p);
-}
-
 int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct dest *d, const struct conn_policy *pol,
 			bool blocking, const struct pending_connect *prev,

@@ -403,6 +403,7 @@ static bool hedge_start(struct hedge_try *t, int fd, const struct dest *from,
 	t->p.timeout_ms = pol.timeout_ms;
 	t->p.syncnt = 0;
 	t->p.moved = 1;
+	t->p.in_call = 0; /* the race looks at it, and so may a sweep */
 	t->live = true;
 	t->err = 0;
 	rlb_conn_change(s, &t->p, RLB_CHANGE_START, 0, -1);
