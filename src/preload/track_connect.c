@@ -187,15 +187,15 @@ bool rlb_connect_sees_eintr(void)
 	return false;
 }
 
-/* The attempt p on fd stays pending after its blocking call returns: from
- * now on the sweep looks at it (the program waits by itself). */
+/* The attempt p on fd stays pending after our connect() returns: stored
+ * again as it is now, no longer in a call, so that the sweep looks at it
+ * from now on (the program waits by itself). Touches nothing when fd's
+ * entry is no longer p's. */
 static void leave_call(int fd, struct pending_connect *p)
 {
 	struct fd_slot *s = rlb_pending_slot(fd);
 	struct pending_connect now;
 
-	if (!p->in_call)
-		return;
 	p->in_call = 0;
 	if (!s || !atomic_load_explicit(&s->pending, memory_order_acquire))
 		return;
@@ -241,7 +241,8 @@ int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 		 * program's own TCP_SYNCNT stay. Left to the sweep, as
 		 * before this call (after a longjmp: from now on). */
 		p = *prev;
-		leave_call(fd, &p);
+		if (p.in_call)
+			leave_call(fd, &p);
 	} else {
 		p.ino = rlb_pending_ino(fd);
 		p.start_ms = rlb_monotonic_ms();
@@ -284,13 +285,9 @@ int rlb_connect_bounded(int fd, const struct sockaddr *sa, socklen_t len,
 			    (no_eintr ||
 			     (!timerisset(&orig) && !rlb_connect_sees_eintr())))
 				continue; /* as the kernel's restart */
-			if (bounded) {
+			if (bounded)
 				lower_syncnt(fd, &p);
-				p.in_call = 0;
-				rlb_pending_update(fd, &p);
-			} else {
-				leave_call(fd, &p);
-			}
+			leave_call(fd, &p);
 			errno = EINTR;
 			return -1;
 		}
